@@ -1,0 +1,366 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+)
+
+// DefaultRetry is the recommended backoff for a conflict where several
+// clients change the same object: 5 attempts about 10ms apart. It has the
+// values of client-go's retry.DefaultRetry.
+var DefaultRetry = Backoff{
+	Steps:    5,
+	Duration: 10 * time.Millisecond,
+	Factor:   1.0,
+	Jitter:   0.1,
+}
+
+// DefaultBackoff is the recommended backoff for a conflict where a client
+// changes an object that controllers also manage: 4 attempts with waits of
+// about 10ms, 50ms and 250ms. It has the values of client-go's
+// retry.DefaultBackoff.
+var DefaultBackoff = Backoff{
+	Steps:    4,
+	Duration: 10 * time.Millisecond,
+	Factor:   5.0,
+	Jitter:   0.1,
+}
+
+// DefaultRetryAfterBackoff is a backoff for [OnRetryAfterError] that waits
+// only as long as the server asks: 1 attempt and up to 10 retries with no
+// wait of its own, as client-go's rest.Request does by default.
+var DefaultRetryAfterBackoff = Backoff{Steps: 11, Factor: 1.0}
+
+// Sleeper waits. Every loop waits through one, once per wait, a zero wait
+// included. k8s.io/utils/clock.RealClock and
+// k8s.io/utils/clock/testing.FakeClock satisfy it, so a test passes a
+// FakeClock through [WithSleeper] and reads the time slept from it.
+type Sleeper interface {
+	Sleep(d time.Duration)
+}
+
+var _ Sleeper = clock.RealClock{}
+
+// Option configures one call of a loop. Options are applied in order, so a
+// later one of the same kind wins. The zero Option does nothing. Options
+// are values: building and passing them does not allocate.
+type Option struct {
+	kind    optionKind
+	sleeper Sleeper
+	rand    func() float64
+	onRetry func(RetryEvent)
+	d       time.Duration
+}
+
+type optionKind uint8
+
+const (
+	optNone optionKind = iota
+	optSleeper
+	optRand
+	optMaxDelay
+	optContinueAtCap
+	optOnRetry
+)
+
+// WithSleeper makes every wait of the loop a call to s.Sleep, exactly once
+// per wait, also for a zero wait. A custom Sleeper is not interrupted when a
+// context is done; the context variants check ctx when it returns. nil
+// means the default: real time, cut short when ctx is done.
+func WithSleeper(s Sleeper) Option {
+	return Option{kind: optSleeper, sleeper: s}
+}
+
+// WithRand sets the loop's source of jitter, a function returning values in
+// [0,1); a value outside that range, or NaN, is clamped into it. nil means
+// the default, math/rand/v2's global source. f is called from the loop's
+// goroutine only.
+func WithRand(f func() float64) Option {
+	return Option{kind: optRand, rand: f}
+}
+
+// WithMaxDelay bounds each wait at d. It applies last, after jitter and a
+// server's Retry-After, so it bounds every wait whatever the server says.
+// d of 0 or below means no bound.
+func WithMaxDelay(d time.Duration) Option {
+	return Option{kind: optMaxDelay, d: d}
+}
+
+// WithContinueAtCap keeps a loop attempting after the backoff reaches its
+// Cap, waiting [Backoff.Step] each time (the Cap plus jitter), until Steps
+// attempts in all have been made. Without it, reaching the Cap ends the loop
+// after that wait, as apimachinery's ExponentialBackoff does
+// (kubernetes/kubernetes#131122).
+func WithContinueAtCap() Option {
+	return Option{kind: optContinueAtCap}
+}
+
+// WithOnRetry calls f once before each wait that the loop sleeps, from the
+// loop's goroutine. It is not called when the loop returns without waiting:
+// on success, on a non-retriable error, after the last allowed attempt, or
+// when a context ends the loop first.
+func WithOnRetry(f func(RetryEvent)) Option {
+	return Option{kind: optOnRetry, onRetry: f}
+}
+
+// RetryEvent describes a failed attempt and the wait before the next one; see
+// [WithOnRetry].
+type RetryEvent struct {
+	// Attempt is the 1-based number of the attempt that just failed.
+	Attempt int
+	// Err is the error that attempt returned.
+	Err error
+	// Delay is the wait about to be slept, after jitter, Retry-After and
+	// [WithMaxDelay].
+	Delay time.Duration
+	// RetryAfter is the delay the server suggested, 0 if none (only
+	// [OnRetryAfterError] and its context variant read it).
+	RetryAfter time.Duration
+}
+
+type options struct {
+	sleeper       Sleeper
+	rand          func() float64
+	onRetry       func(RetryEvent)
+	maxDelay      time.Duration
+	continueAtCap bool
+}
+
+func (o *options) apply(opts []Option) {
+	for _, opt := range opts {
+		switch opt.kind {
+		case optSleeper:
+			o.sleeper = opt.sleeper
+		case optRand:
+			o.rand = opt.rand
+		case optMaxDelay:
+			o.maxDelay = opt.d
+		case optContinueAtCap:
+			o.continueAtCap = true
+		case optOnRetry:
+			o.onRetry = opt.onRetry
+		}
+	}
+}
+
+// below1 is the largest float64 below 1.
+var below1 = math.Nextafter(1, 0)
+
+// random returns the loop's next jitter value, clamped into [0,1).
+func (o *options) random() float64 {
+	if o.rand == nil {
+		return rand.Float64()
+	}
+	r := o.rand()
+	switch {
+	case !(r >= 0): // negative or NaN
+		return 0
+	case r >= 1:
+		return below1
+	}
+	return r
+}
+
+// OnError calls fn until it returns nil, returns an error that retriable
+// rejects, or backoff allows no further attempt, waiting [Backoff.Step]
+// between attempts. It mirrors client-go's retry.OnError: fn is called at
+// most backoff.Steps times; on exhaustion the last retriable error is
+// returned itself, not wrapped. Reaching backoff.Cap ends the loop after
+// that wait unless [WithContinueAtCap] is given.
+//
+// Unlike client-go, an invalid backoff (see [Backoff.Validate]), a nil fn or
+// a nil retriable returns an error at once and calls nothing. A panic in fn
+// or retriable reaches the caller unchanged. OnError starts no goroutine and
+// is safe for concurrent use.
+func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
+	if fn == nil {
+		return errNilFn
+	}
+	return run(context.Background(), backoff, retriable, func(context.Context) error { return fn() }, false, opts)
+}
+
+// RetryOnConflict is [OnError] with apierrors.IsConflict as the predicate,
+// for an update that may meet a 409 Conflict. fn should get the object
+// afresh, change it, update it and return the update's error as it is (a
+// wrapped error is matched too). It mirrors client-go's
+// retry.RetryOnConflict.
+func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
+	return OnError(backoff, apierrors.IsConflict, fn, opts...)
+}
+
+// OnRetryAfterError is [OnError] that honours a server's Retry-After: each
+// wait is the longer of [Backoff.Step] and [RetryAfter] of the last error,
+// then bounded by [WithMaxDelay]. Step is taken every time, so the backoff
+// advances even when the server's delay wins, as client-go's rest.Request
+// does. [IsRetryAfterError] is the usual predicate and
+// [DefaultRetryAfterBackoff] the usual backoff.
+func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
+	if fn == nil {
+		return errNilFn
+	}
+	return run(context.Background(), backoff, retriable, func(context.Context) error { return fn() }, true, opts)
+}
+
+// OnErrorWithContext is [OnError] under a context. ctx is checked before every
+// attempt and before every wait, and fn receives it; if ctx is done before
+// the first attempt, fn is never called. The default sleeper cuts a wait
+// short when ctx is done, and does not start a wait that would end after
+// ctx's deadline; a [Sleeper] given by [WithSleeper] is called as it is and
+// ctx is checked when it returns.
+//
+// A loop ended by ctx returns an error that matches ctx's error
+// (context.Canceled or context.DeadlineExceeded) with [errors.Is] and that
+// also wraps the last attempt's error, if any, so apierrors.IsConflict still
+// holds. An error fn returns that retriable rejects is returned as it is,
+// context errors included, even when ctx is done.
+func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
+	return run(ctx, backoff, retriable, fn, false, opts)
+}
+
+// RetryOnConflictWithContext is [RetryOnConflict] under a context, as
+// described at [OnErrorWithContext].
+func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
+	return run(ctx, backoff, apierrors.IsConflict, fn, false, opts)
+}
+
+// OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as
+// described at [OnErrorWithContext].
+func OnRetryAfterErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
+	return run(ctx, backoff, retriable, fn, true, opts)
+}
+
+var (
+	errNilFn        = errors.New("retry: fn is nil")
+	errNilRetriable = errors.New("retry: retriable predicate is nil")
+	errNilContext   = errors.New("retry: ctx is nil")
+)
+
+// run is the one loop behind every exported loop.
+func run(ctx context.Context, b Backoff, retriable func(error) bool, fn func(context.Context) error, retryAfter bool, opts []Option) error {
+	switch {
+	case ctx == nil:
+		return errNilContext
+	case fn == nil:
+		return errNilFn
+	case retriable == nil:
+		return errNilRetriable
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	var o options
+	o.apply(opts)
+
+	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return newContextError(err, attempt-1, lastErr)
+		}
+		err := fn(ctx)
+		if err == nil || !retriable(err) {
+			return err
+		}
+		lastErr = err
+		if attempt >= steps {
+			return err
+		}
+
+		d := b.step(o.random)
+		endAfterWait := b.Steps == 0 && !o.continueAtCap // the step reached Cap
+		var serverDelay time.Duration
+		if retryAfter {
+			serverDelay, _ = RetryAfter(err)
+			d = max(d, serverDelay)
+		}
+		if o.maxDelay > 0 {
+			d = min(d, o.maxDelay)
+		}
+
+		if cerr := o.canStart(ctx, d); cerr != nil {
+			return newContextError(cerr, attempt, err)
+		}
+		if o.onRetry != nil {
+			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay})
+		}
+		o.sleep(ctx, d)
+		if endAfterWait {
+			if cerr := ctx.Err(); cerr != nil {
+				return newContextError(cerr, attempt, err)
+			}
+			return err
+		}
+	}
+}
+
+// canStart returns the context error that ends the loop instead of a wait of
+// d: ctx's own, or, for the default sleeper, DeadlineExceeded when the wait
+// would end after ctx's deadline, since the loop would then fail anyway.
+func (o *options) canStart(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if o.sleeper == nil {
+		if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline) {
+			return context.DeadlineExceeded
+		}
+	}
+	return nil
+}
+
+// sleep waits d through the loop's sleeper. The default sleeper returns
+// early when ctx is done; the caller checks ctx afterwards either way.
+func (o *options) sleep(ctx context.Context, d time.Duration) {
+	if o.sleeper != nil {
+		o.sleeper.Sleep(d)
+		return
+	}
+	done := ctx.Done()
+	if done == nil || d <= 0 {
+		clock.RealClock{}.Sleep(d)
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// contextError is returned when a context ends a loop. It matches both the
+// context's error and the last attempt's error.
+type contextError struct {
+	ctxErr   error
+	attempts int
+	last     error // nil when no attempt was made
+}
+
+func newContextError(ctxErr error, attempts int, last error) error {
+	return &contextError{ctxErr: ctxErr, attempts: attempts, last: last}
+}
+
+func (e *contextError) Error() string {
+	if e.last == nil {
+		return "retry: " + e.ctxErr.Error() + " before the first attempt"
+	}
+	unit := "attempts"
+	if e.attempts == 1 {
+		unit = "attempt"
+	}
+	return fmt.Sprintf("retry: %v after %d %s, last error: %v", e.ctxErr, e.attempts, unit, e.last)
+}
+
+func (e *contextError) Unwrap() []error {
+	if e.last == nil {
+		return []error{e.ctxErr}
+	}
+	return []error{e.ctxErr, e.last}
+}
