@@ -1,0 +1,750 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kuberetry/retry"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var _ retry.Sleeper = (*testingclock.FakeClock)(nil)
+
+// recorder is a Sleeper that records every wait and then runs hook, if set.
+type recorder struct {
+	waits []time.Duration
+	hook  func()
+}
+
+func (r *recorder) Sleep(d time.Duration) {
+	r.waits = append(r.waits, d)
+	if r.hook != nil {
+		r.hook()
+	}
+}
+
+// conflict returns a distinct 409 Conflict, so tests can tell which attempt's
+// error came back.
+func conflict(n int) error {
+	return apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, fmt.Sprintf("cm-%d", n), errors.New("the object has been modified"))
+}
+
+// throttled returns a 429 whose server asks for secs seconds.
+func throttled(secs int) error {
+	return apierrors.NewTooManyRequests("slow down", secs)
+}
+
+// serverTimeout returns a 500 ServerTimeout suggesting secs seconds, which
+// may be any value a server sends.
+func serverTimeout(secs int32) error {
+	err := apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "update", 0)
+	err.ErrStatus.Details.RetryAfterSeconds = secs
+	return err
+}
+
+// script is a fn that returns its errors in order and then repeats the last.
+type script struct {
+	errs  []error
+	calls int
+}
+
+func (s *script) fn() error {
+	err := s.errs[min(s.calls, len(s.errs)-1)]
+	s.calls++
+	return err
+}
+
+func (s *script) ctxFn(context.Context) error { return s.fn() }
+
+func conflicts(n int) *script {
+	s := &script{}
+	for i := range n {
+		s.errs = append(s.errs, conflict(i+1))
+	}
+	return s
+}
+
+// oracleSteps returns the first n waits of wait.Backoff.Step for b.
+func oracleSteps(b retry.Backoff, n int) []time.Duration {
+	w := wait.Backoff(b)
+	var out []time.Duration
+	for range n {
+		out = append(out, w.Step())
+	}
+	return out
+}
+
+// clientGoOnError is client-go's retry.OnError: the same loop over
+// wait.ExponentialBackoff, kept here as the oracle because the root module
+// does not depend on client-go.
+func clientGoOnError(b wait.Backoff, retriable func(error) bool, fn func() error) error {
+	var last error
+	err := wait.ExponentialBackoff(b, func() (bool, error) {
+		switch err := fn(); {
+		case err == nil:
+			return true, nil
+		case retriable(err):
+			last = err
+			return false, nil
+		default:
+			return false, err
+		}
+	})
+	if wait.Interrupted(err) && last != nil {
+		return last
+	}
+	return err
+}
+
+func TestLoopsRejectBadInput(t *testing.T) {
+	t.Parallel()
+	called := false
+	fn := func() error { called = true; return nil }
+	ctxFn := func(context.Context) error { called = true; return nil }
+	var nilCtx context.Context
+
+	tests := []struct {
+		name string
+		run  func(s retry.Sleeper) error
+		want error // matched with errors.Is; nil means any error
+	}{
+		{"OnError zero Backoff", func(s retry.Sleeper) error {
+			return retry.OnError(retry.Backoff{}, apierrors.IsConflict, fn, retry.WithSleeper(s))
+		}, retry.ErrInvalidBackoff},
+		{"RetryOnConflict NaN Factor", func(s retry.Sleeper) error {
+			return retry.RetryOnConflict(retry.Backoff{Steps: 3, Factor: math.NaN()}, fn, retry.WithSleeper(s))
+		}, retry.ErrInvalidBackoff},
+		{"OnRetryAfterError negative Duration", func(s retry.Sleeper) error {
+			return retry.OnRetryAfterError(retry.Backoff{Steps: 3, Duration: -1}, retry.IsRetryAfterError, fn, retry.WithSleeper(s))
+		}, retry.ErrInvalidBackoff},
+		{"OnErrorWithContext negative Cap", func(s retry.Sleeper) error {
+			return retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 3, Cap: -1}, apierrors.IsConflict, ctxFn, retry.WithSleeper(s))
+		}, retry.ErrInvalidBackoff},
+		{"RetryOnConflictWithContext infinite Jitter", func(s retry.Sleeper) error {
+			return retry.RetryOnConflictWithContext(context.Background(), retry.Backoff{Steps: 3, Jitter: math.Inf(1)}, ctxFn, retry.WithSleeper(s))
+		}, retry.ErrInvalidBackoff},
+		{"OnRetryAfterErrorWithContext zero Steps", func(s retry.Sleeper) error {
+			return retry.OnRetryAfterErrorWithContext(context.Background(), retry.Backoff{Duration: time.Second}, retry.IsRetryAfterError, ctxFn, retry.WithSleeper(s))
+		}, retry.ErrInvalidBackoff},
+		{"OnError nil fn", func(s retry.Sleeper) error {
+			return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, nil, retry.WithSleeper(s))
+		}, nil},
+		{"OnError nil retriable", func(s retry.Sleeper) error {
+			return retry.OnError(retry.DefaultRetry, nil, fn, retry.WithSleeper(s))
+		}, nil},
+		{"RetryOnConflict nil fn", func(s retry.Sleeper) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, nil, retry.WithSleeper(s))
+		}, nil},
+		{"OnRetryAfterError nil fn", func(s retry.Sleeper) error {
+			return retry.OnRetryAfterError(retry.DefaultRetry, retry.IsRetryAfterError, nil, retry.WithSleeper(s))
+		}, nil},
+		{"OnErrorWithContext nil ctx", func(s retry.Sleeper) error {
+			return retry.OnErrorWithContext(nilCtx, retry.DefaultRetry, apierrors.IsConflict, ctxFn, retry.WithSleeper(s))
+		}, nil},
+		{"RetryOnConflictWithContext nil fn", func(s retry.Sleeper) error {
+			return retry.RetryOnConflictWithContext(context.Background(), retry.DefaultRetry, nil, retry.WithSleeper(s))
+		}, nil},
+		{"OnRetryAfterErrorWithContext nil retriable", func(s retry.Sleeper) error {
+			return retry.OnRetryAfterErrorWithContext(context.Background(), retry.DefaultRetry, nil, ctxFn, retry.WithSleeper(s))
+		}, nil},
+	}
+	for _, tt := range tests {
+		var s recorder
+		err := tt.run(&s)
+		require.Error(t, err, tt.name)
+		assert.Contains(t, err.Error(), "retry: ", tt.name)
+		if tt.want != nil {
+			assert.ErrorIs(t, err, tt.want, tt.name)
+		}
+		assert.Empty(t, s.waits, tt.name)
+	}
+	assert.False(t, called, "fn was called for bad input")
+}
+
+func TestInvalidBackoffErrorIsValidates(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 0, Factor: -2}
+	err := retry.OnError(b, apierrors.IsConflict, func() error { return nil })
+	require.Error(t, err)
+	assert.Equal(t, b.Validate().Error(), err.Error())
+	assert.Contains(t, err.Error(), "Steps 0")
+	assert.Contains(t, err.Error(), "Factor -2")
+}
+
+// TestOnErrorMatchesClientGo runs random backoffs and random fn results
+// through OnError and through client-go's loop on wait.ExponentialBackoff:
+// same number of calls, same error, and waits equal to wait.Backoff.Step,
+// except where this library departs on purpose (a non-retriable context
+// error is returned as is).
+func TestOnErrorMatchesClientGo(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	retriableErr := func(i int) error { return conflict(i) }
+	otherErr := errors.New("forbidden")
+
+	for i := range 400 {
+		b := retry.Backoff{
+			// Tiny durations: the oracle sleeps for real.
+			Duration: time.Duration(rng.IntN(100)),
+			Factor:   []float64{0, 1, 1.5, 2, 3}[rng.IntN(5)],
+			Steps:    1 + rng.IntN(8),
+		}
+		if rng.IntN(2) == 0 {
+			b.Cap = time.Duration(rng.IntN(2000))
+		}
+		results := make([]error, 1+rng.IntN(10))
+		for j := range results {
+			switch rng.IntN(8) {
+			case 0:
+				results[j] = nil
+			case 1:
+				results[j] = otherErr
+			case 2:
+				results[j] = context.Canceled
+			default:
+				results[j] = retriableErr(j)
+			}
+		}
+
+		want := &script{errs: results}
+		wantErr := clientGoOnError(wait.Backoff(b), apierrors.IsConflict, want.fn)
+
+		got := &script{errs: results}
+		var rec recorder
+		gotErr := retry.OnError(b, apierrors.IsConflict, got.fn, retry.WithSleeper(&rec))
+
+		name := fmt.Sprintf("case %d: %+v results %v", i, b, results)
+		require.Equal(t, want.calls, got.calls, name)
+		last := results[min(got.calls, len(results))-1] // what the last call returned
+		if errors.Is(last, context.Canceled) && wantErr != last {
+			// client-go swaps the context error for the previous retriable one
+			// (kubernetes/kubernetes#140402); this library returns it as is.
+			require.Same(t, context.Canceled, gotErr, name)
+		} else {
+			require.True(t, wantErr == gotErr, "%s: got %v, want %v", name, gotErr, wantErr)
+		}
+
+		// Waits: one between attempts, plus the last one when the Cap ended
+		// the loop before Steps attempts were made.
+		waits := got.calls - 1
+		if apierrors.IsConflict(last) && got.calls < b.Steps {
+			waits++
+		}
+		require.Equal(t, oracleSteps(b, waits), rec.waits, name)
+	}
+}
+
+func TestOnErrorRules(t *testing.T) {
+	t.Parallel()
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("no"))
+	tests := []struct {
+		name      string
+		backoff   retry.Backoff
+		opts      []retry.Option
+		errs      []error
+		wantCalls int
+		wantErr   int // index into errs; -1 for nil
+		wantWaits []time.Duration
+	}{
+		{
+			name:      "nil at once",
+			backoff:   retry.DefaultRetry,
+			errs:      []error{nil},
+			wantCalls: 1, wantErr: -1,
+		},
+		{
+			name:      "success after two conflicts",
+			backoff:   retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2},
+			errs:      []error{conflict(1), conflict(2), nil},
+			wantCalls: 3, wantErr: -1,
+			wantWaits: []time.Duration{time.Second, 2 * time.Second},
+		},
+		{
+			name:      "non-retriable as is without a wait",
+			backoff:   retry.DefaultRetry,
+			errs:      []error{conflict(1), forbidden},
+			wantCalls: 2, wantErr: 1,
+			wantWaits: []time.Duration{10 * time.Millisecond},
+			opts:      []retry.Option{retry.WithRand(func() float64 { return 0 })},
+		},
+		{
+			name:      "exhaustion returns the last error after Steps calls",
+			backoff:   retry.Backoff{Steps: 3, Duration: time.Second, Factor: 3},
+			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4)},
+			wantCalls: 3, wantErr: 2,
+			wantWaits: []time.Duration{time.Second, 3 * time.Second},
+		},
+		{
+			name:      "one step, one call, no wait",
+			backoff:   retry.Backoff{Steps: 1, Duration: time.Second},
+			errs:      []error{conflict(1)},
+			wantCalls: 1, wantErr: 0,
+		},
+		{
+			name:      "zero waits are slept too",
+			backoff:   retry.Backoff{Steps: 3},
+			errs:      []error{conflict(1), conflict(2), conflict(3)},
+			wantCalls: 3, wantErr: 2,
+			wantWaits: []time.Duration{0, 0},
+		},
+		{
+			// 1s, 2s, then the step to 4s passes the 3s Cap: the loop ends
+			// after that wait, as wait.ExponentialBackoff does.
+			name:      "Cap ends the loop after its wait",
+			backoff:   retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 3 * time.Second},
+			errs:      []error{conflict(1), conflict(2), conflict(3)},
+			wantCalls: 2, wantErr: 1,
+			wantWaits: []time.Duration{time.Second, 2 * time.Second},
+		},
+		{
+			name:      "WithContinueAtCap goes on at the Cap until Steps",
+			backoff:   retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Cap: 3 * time.Second},
+			opts:      []retry.Option{retry.WithContinueAtCap()},
+			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4), conflict(5)},
+			wantCalls: 5, wantErr: 4,
+			wantWaits: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second},
+		},
+		{
+			name:      "WithMaxDelay bounds each wait",
+			backoff:   retry.Backoff{Steps: 4, Duration: time.Second, Factor: 10},
+			opts:      []retry.Option{retry.WithMaxDelay(5 * time.Second)},
+			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4)},
+			wantCalls: 4, wantErr: 3,
+			wantWaits: []time.Duration{time.Second, 5 * time.Second, 5 * time.Second},
+		},
+		{
+			name:      "WithMaxDelay of 0 is no bound",
+			backoff:   retry.Backoff{Steps: 2, Duration: time.Hour},
+			opts:      []retry.Option{retry.WithMaxDelay(0)},
+			errs:      []error{conflict(1), conflict(2)},
+			wantCalls: 2, wantErr: 1,
+			wantWaits: []time.Duration{time.Hour},
+		},
+		{
+			name:      "later option wins",
+			backoff:   retry.Backoff{Steps: 2, Duration: time.Hour},
+			opts:      []retry.Option{retry.WithMaxDelay(time.Second), retry.WithMaxDelay(time.Minute), {}},
+			errs:      []error{conflict(1), conflict(2)},
+			wantCalls: 2, wantErr: 1,
+			wantWaits: []time.Duration{time.Minute},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &script{errs: tt.errs}
+			var rec recorder
+			err := retry.RetryOnConflict(tt.backoff, s.fn, append(tt.opts, retry.WithSleeper(&rec))...)
+			assert.Equal(t, tt.wantCalls, s.calls, "calls")
+			if tt.wantErr < 0 {
+				assert.NoError(t, err)
+			} else {
+				assert.Same(t, tt.errs[tt.wantErr], err, "the error itself, not a wrapper")
+			}
+			assert.Equal(t, tt.wantWaits, rec.waits)
+		})
+	}
+}
+
+func TestWithRandJitter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    float64
+		want time.Duration
+	}{
+		{"half", 0.5, 1250 * time.Millisecond},
+		{"zero", 0, time.Second},
+		{"negative clamps to 0", -3, time.Second},
+		{"NaN clamps to 0", math.NaN(), time.Second},
+		{"1 clamps below 1", 1, time.Second + time.Duration(math.Nextafter(1, 0)*0.5*float64(time.Second))},
+		{"large clamps below 1", 7, time.Second + time.Duration(math.Nextafter(1, 0)*0.5*float64(time.Second))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recorder
+			b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 1, Jitter: 0.5}
+			err := retry.RetryOnConflict(b, conflicts(3).fn, retry.WithSleeper(&rec), retry.WithRand(func() float64 { return tt.r }))
+			require.True(t, apierrors.IsConflict(err))
+			assert.Equal(t, []time.Duration{tt.want, tt.want}, rec.waits)
+			assert.Less(t, rec.waits[0], 1500*time.Millisecond, "jitter stays below Jitter*Duration")
+		})
+	}
+}
+
+func TestDefaultsMatchClientGo(t *testing.T) {
+	t.Parallel()
+	// Mirrors of client-go's retry.DefaultRetry and retry.DefaultBackoff; with
+	// jitter fixed, their waits are wait.Backoff.Step's.
+	for name, b := range map[string]retry.Backoff{"DefaultRetry": retry.DefaultRetry, "DefaultBackoff": retry.DefaultBackoff} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var rec recorder
+			s := conflicts(b.Steps + 1)
+			err := retry.RetryOnConflict(b, s.fn, retry.WithSleeper(&rec), retry.WithRand(func() float64 { return 0 }))
+			assert.Same(t, s.errs[b.Steps-1], err)
+			assert.Equal(t, b.Steps, s.calls)
+			noJitter := b
+			noJitter.Jitter = 0
+			assert.Equal(t, oracleSteps(noJitter, b.Steps-1), rec.waits)
+		})
+	}
+}
+
+func TestSleeperFakeClock(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	b := retry.Backoff{Steps: 4, Duration: 100 * time.Millisecond, Factor: 2}
+	err := retry.RetryOnConflict(b, conflicts(4).fn, retry.WithSleeper(clk))
+	require.True(t, apierrors.IsConflict(err))
+	// 100ms + 200ms + 400ms, slept on the fake clock only.
+	var want time.Duration
+	for _, d := range oracleSteps(b, 3) {
+		want += d
+	}
+	assert.Equal(t, want, clk.Since(start))
+}
+
+func TestWithOnRetry(t *testing.T) {
+	t.Parallel()
+	s := &script{errs: []error{conflict(1), throttled(7), conflict(3), nil}}
+	var events []retry.RetryEvent
+	var rec recorder
+	b := retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2}
+	err := retry.OnRetryAfterError(b, func(error) bool { return true }, s.fn,
+		retry.WithSleeper(&rec),
+		retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))
+	require.NoError(t, err)
+	want := []retry.RetryEvent{
+		{Attempt: 1, Err: s.errs[0], Delay: time.Second},
+		{Attempt: 2, Err: s.errs[1], Delay: 7 * time.Second, RetryAfter: 7 * time.Second},
+		{Attempt: 3, Err: s.errs[2], Delay: 4 * time.Second},
+	}
+	assert.Equal(t, want, events)
+	assert.Equal(t, []time.Duration{time.Second, 7 * time.Second, 4 * time.Second}, rec.waits, "each event's Delay is the wait slept")
+}
+
+func TestWithOnRetryNotCalledWithoutAWait(t *testing.T) {
+	t.Parallel()
+	forbidden := errors.New("forbidden")
+	for name, errs := range map[string][]error{
+		"success":       {nil},
+		"non-retriable": {forbidden},
+		"last attempt":  {conflict(1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			called := 0
+			var rec recorder
+			_ = retry.RetryOnConflict(retry.Backoff{Steps: 1}, (&script{errs: errs}).fn,
+				retry.WithSleeper(&rec), retry.WithOnRetry(func(retry.RetryEvent) { called++ }))
+			assert.Zero(t, called)
+			assert.Empty(t, rec.waits)
+		})
+	}
+}
+
+func TestOnRetryAfterError(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 6, Duration: 500 * time.Millisecond, Factor: 2}
+	tests := []struct {
+		name string
+		errs []error
+		opts []retry.Option
+		// want gives each wait from the backoff's own step and the error's
+		// Retry-After: max of the two, the step always taken.
+		want func(step []time.Duration) []time.Duration
+	}{
+		{
+			name: "server delay wins until the backoff outgrows it",
+			errs: []error{throttled(3), throttled(3), throttled(3), throttled(3), throttled(3), throttled(3)},
+			want: func(s []time.Duration) []time.Duration {
+				return []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second, s[3], s[4]}
+			},
+		},
+		{
+			name: "no delay suggested uses the step",
+			errs: []error{apierrors.NewInternalError(errors.New("boom")), nil},
+			want: func(s []time.Duration) []time.Duration { return []time.Duration{s[0]} },
+		},
+		{
+			name: "WithMaxDelay bounds the server's delay",
+			errs: []error{throttled(3600), nil},
+			opts: []retry.Option{retry.WithMaxDelay(2 * time.Second)},
+			want: func([]time.Duration) []time.Duration { return []time.Duration{2 * time.Second} },
+		},
+		{
+			name: "negative suggestion counts as 0",
+			errs: []error{serverTimeout(-5), nil},
+			want: func(s []time.Duration) []time.Duration { return []time.Duration{s[0]} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recorder
+			s := &script{errs: tt.errs}
+			_ = retry.OnRetryAfterError(b, func(error) bool { return true }, s.fn, append(tt.opts, retry.WithSleeper(&rec))...)
+			assert.Equal(t, tt.want(oracleSteps(b, b.Steps)), rec.waits)
+		})
+	}
+}
+
+func TestOnRetryAfterErrorContext(t *testing.T) {
+	t.Parallel()
+	s := &script{errs: []error{throttled(2), throttled(2), nil}}
+	clk := testingclock.NewFakeClock(time.Time{})
+	err := retry.OnRetryAfterErrorWithContext(context.Background(), retry.DefaultRetryAfterBackoff, retry.IsRetryAfterError, s.ctxFn, retry.WithSleeper(clk))
+	require.NoError(t, err)
+	assert.Equal(t, 3, s.calls)
+	assert.Equal(t, 4*time.Second, clk.Since(time.Time{}))
+}
+
+func TestContextDoneBeforeFirstAttempt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	var rec recorder
+	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error { called = true; return nil }, retry.WithSleeper(&rec))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.False(t, called)
+	assert.Empty(t, rec.waits)
+	assert.Equal(t, "retry: context canceled before the first attempt", err.Error())
+}
+
+func TestContextCancelledDuringCustomSleep(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := conflicts(10)
+	rec := recorder{hook: cancel}
+	var events int
+	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, retry.WithSleeper(&rec), retry.WithOnRetry(func(retry.RetryEvent) { events++ }))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, s.errs[0], "wraps the last attempt's error")
+	assert.True(t, apierrors.IsConflict(err), "IsConflict still holds")
+	assert.Equal(t, 1, s.calls)
+	assert.Len(t, rec.waits, 1, "the custom sleeper is called as is")
+	assert.Equal(t, 1, events)
+	assert.Equal(t, "retry: context canceled after 1 attempt, last error: "+s.errs[0].Error(), err.Error())
+}
+
+func TestContextCancelledWhileAtCap(t *testing.T) {
+	t.Parallel()
+	// The step reaches the Cap, so the loop would return the conflict after
+	// the wait; ctx ended during it, so ctx's error comes back, wrapping it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := conflicts(3)
+	rec := recorder{hook: cancel}
+	b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 10, Cap: 2 * time.Second}
+	err := retry.RetryOnConflictWithContext(ctx, b, s.ctxFn, retry.WithSleeper(&rec))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, s.errs[0])
+	assert.Equal(t, 1, s.calls)
+}
+
+func TestContextErrorFromFnReturnedAsIs(t *testing.T) {
+	t.Parallel()
+	// client-go swaps this context.Canceled for the earlier conflict
+	// (kubernetes/kubernetes#140402); it is returned as it is here.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	fn := func(ctx context.Context) error {
+		calls++
+		if calls == 1 {
+			return conflict(1)
+		}
+		cancel()
+		return ctx.Err()
+	}
+	var rec recorder
+	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, fn, retry.WithSleeper(&rec))
+	assert.Same(t, context.Canceled, err)
+	assert.Equal(t, 2, calls)
+
+	// The same through the plain loop, against client-go's.
+	calls = 0
+	plain := func() error { return fn(ctx) }
+	assert.Same(t, context.Canceled, retry.RetryOnConflict(retry.DefaultRetry, plain, retry.WithSleeper(&rec)))
+	calls = 0
+	assert.True(t, apierrors.IsConflict(clientGoOnError(wait.Backoff{Steps: 5}, apierrors.IsConflict, plain)), "client-go returns the older conflict")
+}
+
+func TestContextDoneAfterRetriableError(t *testing.T) {
+	t.Parallel()
+	// fn's conflict is retriable but ctx is done: no wait is started and the
+	// error names both.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var rec recorder
+	events := 0
+	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error {
+		cancel()
+		return conflict(1)
+	}, retry.WithSleeper(&rec), retry.WithOnRetry(func(retry.RetryEvent) { events++ }))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.True(t, apierrors.IsConflict(err))
+	assert.Empty(t, rec.waits)
+	assert.Zero(t, events)
+}
+
+func TestDefaultSleeperNotStartedPastDeadline(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	s := conflicts(3)
+	events := 0
+	start := time.Now()
+	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: 2 * time.Hour}, s.ctxFn,
+		retry.WithOnRetry(func(retry.RetryEvent) { events++ }))
+	assert.Less(t, time.Since(start), time.Minute, "returned at once")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, s.errs[0])
+	assert.Equal(t, 1, s.calls)
+	assert.Zero(t, events, "a wait not started is not reported")
+	assert.Contains(t, err.Error(), "context deadline exceeded")
+	assert.Contains(t, err.Error(), s.errs[0].Error())
+}
+
+func TestCustomSleeperIgnoresDeadline(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	s := conflicts(3)
+	var rec recorder
+	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: 2 * time.Hour}, s.ctxFn, retry.WithSleeper(&rec))
+	assert.Same(t, s.errs[2], err)
+	assert.Equal(t, []time.Duration{2 * time.Hour, 2 * time.Hour}, rec.waits)
+}
+
+func TestDefaultSleeperCutShortByCancel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := conflicts(3)
+	start := time.Now()
+	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: time.Hour}, s.ctxFn,
+		retry.WithOnRetry(func(retry.RetryEvent) {
+			// Cancel once the wait has begun.
+			go func() { time.Sleep(time.Millisecond); cancel() }()
+		}))
+	assert.Less(t, time.Since(start), time.Minute, "the hour-long wait was cut short")
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, s.errs[0])
+	assert.Equal(t, 1, s.calls)
+}
+
+func TestDefaultSleeperRealWait(t *testing.T) {
+	t.Parallel()
+	// A few milliseconds of real time: the default sleeper does wait.
+	b := retry.Backoff{Steps: 2, Duration: 2 * time.Millisecond}
+	for name, run := range map[string]func(*script) error{
+		"plain":   func(s *script) error { return retry.RetryOnConflict(b, s.fn) },
+		"context": func(s *script) error { return retry.RetryOnConflictWithContext(context.Background(), b, s.ctxFn) },
+	} {
+		s := conflicts(2)
+		start := time.Now()
+		err := run(s)
+		assert.GreaterOrEqual(t, time.Since(start), 2*time.Millisecond, name)
+		assert.Same(t, s.errs[1], err, name)
+	}
+}
+
+func TestPanicsPropagate(t *testing.T) {
+	t.Parallel()
+	type boom struct{}
+	tests := map[string]func() error{
+		"fn": func() error {
+			return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error { panic(boom{}) })
+		},
+		"retriable": func() error {
+			return retry.OnError(retry.DefaultRetry, func(error) bool { panic(boom{}) }, func() error { return conflict(1) })
+		},
+		"fn with context": func() error {
+			return retry.RetryOnConflictWithContext(context.Background(), retry.DefaultRetry, func(context.Context) error { panic(boom{}) })
+		},
+	}
+	for name, run := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			assert.PanicsWithValue(t, boom{}, func() { _ = run() })
+		})
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			s := conflicts(3)
+			s.errs = append(s.errs, nil)
+			clk := testingclock.NewFakeClock(time.Time{})
+			var err error
+			if i%2 == 0 {
+				err = retry.RetryOnConflict(retry.DefaultRetry, s.fn, retry.WithSleeper(clk))
+			} else {
+				err = retry.RetryOnConflictWithContext(context.Background(), retry.DefaultRetry, s.ctxFn, retry.WithSleeper(clk))
+			}
+			assert.NoError(t, err)
+			assert.Equal(t, 4, s.calls)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 5, retry.DefaultRetry.Steps, "the shared default is not changed")
+}
+
+func TestSuccessPathAllocations(t *testing.T) {
+	ok := func() error { return nil }
+	okCtx := func(context.Context) error { return nil }
+	ctx := context.Background()
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, ok)
+		_ = retry.RetryOnConflict(retry.DefaultBackoff, ok)
+		_ = retry.RetryOnConflictWithContext(ctx, retry.DefaultBackoff, okCtx)
+	}))
+	clk := testingclock.NewFakeClock(time.Time{})
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = retry.RetryOnConflict(retry.DefaultBackoff, ok, retry.WithSleeper(clk), retry.WithMaxDelay(time.Second), retry.WithContinueAtCap())
+	}), "options are values")
+}
+
+var sink error
+
+func BenchmarkOnErrorSuccess(b *testing.B) {
+	b.ReportAllocs()
+	fn := func() error { return nil }
+	for b.Loop() {
+		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn)
+	}
+}
+
+func BenchmarkRetryOnConflictSuccess(b *testing.B) {
+	b.ReportAllocs()
+	fn := func() error { return nil }
+	for b.Loop() {
+		sink = retry.RetryOnConflict(retry.DefaultRetry, fn)
+	}
+}
