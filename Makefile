@@ -3,7 +3,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test cover bench
+.PHONY: check lint test cover bench fuzz
 
 ## check: everything CI runs (lint + test)
 check: lint test
@@ -27,3 +27,9 @@ cover:
 ## bench: the root module's benchmarks
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
+
+## fuzz: each fuzz target for FUZZTIME (go test runs the committed seed corpora anyway)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzParseRetryAfter$$' -fuzztime=$(FUZZTIME) .
+	$(GO) test -run='^$$' -fuzz='^FuzzBackoffStep$$' -fuzztime=$(FUZZTIME) .
