@@ -1,0 +1,115 @@
+package testserver
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+)
+
+// ProcessTB lets a program that is not a test (the contention demo) call
+// Start, which is written against the testing API: it collects cleanups,
+// which Close runs, and writes the server's log to a writer of the caller's
+// choosing. A fatal error panics, since there is no test to fail.
+type ProcessTB struct {
+	log io.Writer
+
+	mu       sync.Mutex
+	cleanups []func()
+	failed   bool
+}
+
+// NewProcessTB returns a ProcessTB that writes log lines to log
+// (io.Discard for none).
+func NewProcessTB(log io.Writer) *ProcessTB {
+	return &ProcessTB{log: log}
+}
+
+// Close runs the registered cleanups, last registered first.
+func (p *ProcessTB) Close() {
+	for {
+		p.mu.Lock()
+		n := len(p.cleanups)
+		if n == 0 {
+			p.mu.Unlock()
+			return
+		}
+		f := p.cleanups[n-1]
+		p.cleanups = p.cleanups[:n-1]
+		p.mu.Unlock()
+		f()
+	}
+}
+
+func (p *ProcessTB) Attr(key, value string)     {}
+func (p *ProcessTB) Chdir(dir string)           { _ = os.Chdir(dir) }
+func (p *ProcessTB) Helper()                    {}
+func (p *ProcessTB) Name() string               { return "kuberetry" }
+func (p *ProcessTB) Setenv(key, value string)   { _ = os.Setenv(key, value) }
+func (p *ProcessTB) Skip(args ...any)           { p.Fatal(args...) }
+func (p *ProcessTB) Skipf(f string, a ...any)   { p.Fatalf(f, a...) }
+func (p *ProcessTB) SkipNow()                   { p.FailNow() }
+func (p *ProcessTB) Skipped() bool              { return false }
+func (p *ProcessTB) Log(args ...any)            { fmt.Fprintln(p.log, args...) }
+func (p *ProcessTB) Logf(f string, args ...any) { fmt.Fprintf(p.log, f+"\n", args...) }
+
+// Cleanup registers f to run in Close.
+func (p *ProcessTB) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cleanups = append(p.cleanups, f)
+}
+
+// Error logs to standard error and marks the ProcessTB failed.
+func (p *ProcessTB) Error(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	p.Fail()
+}
+
+// Errorf logs to standard error and marks the ProcessTB failed.
+func (p *ProcessTB) Errorf(f string, args ...any) {
+	fmt.Fprintf(os.Stderr, f+"\n", args...)
+	p.Fail()
+}
+
+// Fail marks the ProcessTB failed.
+func (p *ProcessTB) Fail() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failed = true
+}
+
+// Failed reports whether Error, Errorf or Fail was called.
+func (p *ProcessTB) Failed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
+}
+
+// FailNow panics: a program has no test goroutine to stop.
+func (p *ProcessTB) FailNow() {
+	p.Fail()
+	panic("testserver: fatal error")
+}
+
+// Fatal panics with the message.
+func (p *ProcessTB) Fatal(args ...any) {
+	p.Fail()
+	panic(fmt.Sprint(args...))
+}
+
+// Fatalf panics with the message.
+func (p *ProcessTB) Fatalf(f string, args ...any) {
+	p.Fail()
+	panic(fmt.Sprintf(f, args...))
+}
+
+// TempDir returns a new temporary directory, removed by Close.
+func (p *ProcessTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "kuberetry-")
+	if err != nil {
+		p.Fatalf("TempDir: %v", err)
+	}
+	p.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
