@@ -3,6 +3,8 @@ package integration_test
 import (
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	testserver.QuietGlobalLogs()
 	e, err := testserver.StartEtcd()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -30,14 +33,47 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// startServer starts a kube-apiserver for t, stopped when t ends.
+// startServer starts a kube-apiserver for t, stopped when t ends. The
+// server's log, a few hundred lines per start, is kept out of the test
+// output unless t fails.
 func startServer(t *testing.T, flags ...string) *testserver.Server {
 	t.Helper()
-	s, err := testserver.Start(t, etcd, flags...)
+	logs := &bufferedLogTB{TB: t}
+	t.Cleanup(func() { // registered first, so it runs after the server stopped
+		if t.Failed() {
+			t.Logf("kube-apiserver log:\n%s", logs.String())
+		}
+	})
+	s, err := testserver.Start(logs, etcd, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// bufferedLogTB is a testing.TB whose Log and Logf write to a buffer.
+type bufferedLogTB struct {
+	testing.TB
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *bufferedLogTB) Log(args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintln(&b.buf, args...)
+}
+
+func (b *bufferedLogTB) Logf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(&b.buf, format+"\n", args...)
+}
+
+func (b *bufferedLogTB) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestSmoke proves the harness: a real apiserver on a real etcd that a
@@ -45,21 +81,16 @@ func startServer(t *testing.T, flags ...string) *testserver.Server {
 func TestSmoke(t *testing.T) {
 	s := startServer(t)
 	ctx := t.Context()
+	ns := createNamespace(t, s, "smoke-")
 
-	ns, err := s.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	cm, err := s.Client.CoreV1().ConfigMaps(ns.Name).Create(ctx, &corev1.ConfigMap{
+	cm, err := s.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "smoke"},
 		Data:       map[string]string{"hello": "world"},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create configmap: %v", err)
 	}
-	got, err := s.Client.CoreV1().ConfigMaps(ns.Name).Get(ctx, "smoke", metav1.GetOptions{})
+	got, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, "smoke", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get configmap: %v", err)
 	}

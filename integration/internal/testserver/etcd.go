@@ -66,7 +66,10 @@ func startEtcdOnce() (*Etcd, error) {
 	// write much cheaper on a slow CI disk without changing what the
 	// apiserver sees (same revisions, same conflicts).
 	cfg.UnsafeNoFsync = true
-	cfg.LogLevel = "error"
+	// etcd logs an error for every listener it closes on a normal Stop;
+	// a failure to start is returned by StartEtcd, and one while running
+	// shows up as failing apiserver requests.
+	cfg.LogLevel = "fatal"
 	cfg.LogOutputs = []string{"stderr"}
 
 	e, err := embed.StartEtcd(cfg)
