@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -67,6 +69,23 @@ func writerClient(t *testing.T, s *testserver.Server, ns string, rec *responseRe
 	if err != nil {
 		t.Fatalf("create role binding: %v", err)
 	}
+	// RBAC authorizes from an informer cache, which sees the binding a
+	// moment after it is stored: wait until the server says yes.
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   writerUser,
+		Groups: []string{"system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "create", Resource: "configmaps",
+		},
+	}}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := s.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		return err == nil && got.Status.Allowed, err
+	})
+	if err != nil {
+		t.Fatalf("waiting for RBAC to let %s create ConfigMaps: %v", writerUser, err)
+	}
+
 	cfg := s.Impersonate(writerUser)
 	if rec != nil {
 		cfg.WrapTransport = rec.wrap
