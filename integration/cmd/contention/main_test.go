@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kuberetry/retry/integration/internal/testserver"
+)
+
+// checkTable checks that out is the demo's table with one row per
+// strategy and writer count.
+func checkTable(t *testing.T, out string, writerCounts int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := 3 + writerCounts*len(strategies) // title, blank line, header, rows
+	if len(lines) != want {
+		t.Fatalf("%d lines of output, want %d:\n%s", len(lines), want, out)
+	}
+	header := strings.Fields(lines[2])
+	if header[0] != "backoff" || header[len(header)-1] != "wall" {
+		t.Errorf("header %q", lines[2])
+	}
+	for _, s := range strategies {
+		if n := strings.Count(out, s.Name); n != writerCounts {
+			t.Errorf("%d rows for %s, want %d:\n%s", n, s.Name, writerCounts, out)
+		}
+	}
+}
+
+// TestInProcess runs the demo as make demo does, smaller.
+func TestInProcess(t *testing.T) {
+	var out, log bytes.Buffer
+	err := run(t.Context(), []string{"--writers", "2,8", "--updates", "3"}, "", &out, &progress{w: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Logf("\n%s", out.String())
+	checkTable(t, out.String(), 2)
+	if !strings.Contains(log.String(), "deleted namespace") {
+		t.Errorf("no cleanup reported:\n%s", log.String())
+	}
+}
+
+// TestKubeconfig runs the demo against a cluster given by a kubeconfig
+// and checks that it deletes the namespace it made there.
+func TestKubeconfig(t *testing.T) {
+	etcd, err := testserver.StartEtcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Stop()
+	s, err := testserver.Start(testserver.NewProcessTB(io.Discard), etcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	err = clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{"test": {
+			Server:                   s.Config.Host,
+			CertificateAuthorityData: s.Config.CAData,
+			TLSServerName:            s.Config.ServerName,
+		}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"test": {Token: s.Config.BearerToken}},
+		Contexts:       map[string]*clientcmdapi.Context{"test": {Cluster: "test", AuthInfo: "test"}},
+		CurrentContext: "test",
+	}, kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var out, log bytes.Buffer
+	// Through KUBECONFIG, as a user with a cluster would run it.
+	if err := run(t.Context(), []string{"--writers", "4", "--updates", "3"}, kubeconfig, &out, &progress{w: &log}); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	checkTable(t, out.String(), 1)
+	if !strings.Contains(out.String(), s.Config.Host) {
+		t.Errorf("table title does not name the cluster %s:\n%s", s.Config.Host, out.String())
+	}
+
+	nss, err := s.Client.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, ns := range nss.Items {
+		if strings.HasPrefix(ns.Name, "kuberetry-contention-") {
+			found = true
+			// No namespace controller runs here, so the namespace
+			// stays Terminating; it was deleted all the same.
+			if ns.DeletionTimestamp == nil {
+				t.Errorf("namespace %s was not deleted", ns.Name)
+			}
+		}
+	}
+	if !found {
+		t.Error("the demo made no namespace on the cluster")
+	}
+}
