@@ -56,11 +56,12 @@ func TestKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer etcd.Stop()
-	s, err := testserver.Start(testserver.NewProcessTB(io.Discard), etcd)
+	tb := testserver.NewProcessTB(io.Discard)
+	defer tb.Close() // stops the server
+	s, err := testserver.Start(tb, etcd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop()
 
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	err = clientcmd.WriteToFile(clientcmdapi.Config{
