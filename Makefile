@@ -3,7 +3,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test cover bench fuzz
+.PHONY: check lint test cover bench bench-check bench-wait fuzz
 
 ## check: everything CI runs (lint + test)
 check: lint test
@@ -24,9 +24,42 @@ cover:
 	$(GO) test -count=1 -coverprofile=coverage.out ./...
 	$(GO) tool cover -func=coverage.out | tail -n 1
 
-## bench: the root module's benchmarks
+## bench: the root benchmarks and the side-by-side ones with client-go
+## (integration/bench), BENCH_COUNT interleaved rounds into BENCH_OUT, then
+## benchstat: the root table, and client-go (base) against this library
+BENCH_COUNT ?= 10
+BENCH_TIME  ?= 250ms
+BENCH_OUT   ?= bench.txt
+BENCH_SKIP  ?= ^Benchmark(WaitAccuracy|CancelLatency)$$
+BENCHSTAT   ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCH_ROOT   = -filter 'pkg:github.com/kuberetry/retry'
+BENCH_SIDE   = -filter 'pkg:github.com/kuberetry/retry/integration/bench' -col '/impl@(clientgo kuberetry)'
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) test -c -o "$$tmp/root.test" . && \
+	(cd integration/bench && $(GO) test -c -o "$$tmp/side.test" .) && \
+	: > $(BENCH_OUT) && \
+	for i in $$(seq $(BENCH_COUNT)); do \
+		echo "bench: round $$i of $(BENCH_COUNT)"; \
+		"$$tmp/root.test" -test.run='^$$' -test.bench=. -test.skip='$(BENCH_SKIP)' \
+			-test.benchmem -test.benchtime=$(BENCH_TIME) -test.count=1 >> $(BENCH_OUT) && \
+		(cd integration/bench && "$$tmp/side.test" -test.run='^$$' -test.bench=. \
+			-test.benchmem -test.benchtime=$(BENCH_TIME) -test.count=1) >> $(BENCH_OUT) || exit 1; \
+	done
+	@$(BENCHSTAT) $(BENCH_ROOT) $(BENCH_OUT)
+	@echo
+	@$(BENCHSTAT) $(BENCH_SIDE) $(BENCH_OUT)
+
+## bench-check: fail unless the performance targets hold in BENCH_OUT (run make bench first)
+bench-check:
+	@test -s $(BENCH_OUT) || { echo "$(BENCH_OUT) is empty or missing: run make bench first"; exit 1; }
+	@$(BENCHSTAT) -format csv $(BENCH_SIDE) $(BENCH_OUT) 2>/dev/null | \
+		(cd integration && $(GO) run ./bench/benchcheck -raw $(abspath $(BENCH_OUT)) -stat -)
+
+## bench-wait: how far the default sleeper's real waits overshoot, and how soon
+## a cancel ends a wait (real time, about a minute; not part of make bench)
+bench-wait:
+	$(GO) test -run='^$$' -bench='^Benchmark(WaitAccuracy|CancelLatency)$$' -benchmem -benchtime=200x -count=1 .
 
 ## fuzz: each fuzz target for FUZZTIME (go test runs the committed seed corpora anyway)
 FUZZTIME ?= 30s

@@ -748,3 +748,88 @@ func BenchmarkRetryOnConflictSuccess(b *testing.B) {
 		sink = retry.RetryOnConflict(retry.DefaultRetry, fn)
 	}
 }
+
+// ---------------------------------------------------------------------------
+// Benchmarks of the loops' own cost (issue 5). Every wait here is 0 or goes to
+// a fake clock, so they measure the loop, not the time it sleeps. The
+// side-by-side comparison with client-go is in integration/bench; the real
+// waits of the default sleeper are measured in wait_test.go.
+
+// errBench is the pre-built retriable error of the zero-wait loops, so that
+// building an error is not part of what is measured.
+var errBench = errors.New("retriable")
+
+// zeroWait allows 1 attempt and 4 retries, every wait 0.
+var zeroWait = retry.Backoff{Steps: 5}
+
+// BenchmarkOnErrorZeroWait is a loop that fails 5 times (1 attempt and 4
+// retries, waits of 0) with a trivial predicate: the loop's own cost.
+func BenchmarkOnErrorZeroWait(b *testing.B) {
+	b.ReportAllocs()
+	fn := func() error { return errBench }
+	always := func(error) bool { return true }
+	for b.Loop() {
+		sink = retry.OnError(zeroWait, always, fn)
+	}
+	if sink != errBench {
+		b.Fatalf("got %v, want the last retriable error", sink)
+	}
+}
+
+// BenchmarkRetryOnConflictZeroWait is the same loop on a Conflict, with
+// apierrors.IsConflict as the predicate, so it includes the cost of matching
+// the API error on every attempt.
+func BenchmarkRetryOnConflictZeroWait(b *testing.B) {
+	b.ReportAllocs()
+	err := conflict(1)
+	fn := func() error { return err }
+	for b.Loop() {
+		sink = retry.RetryOnConflict(zeroWait, fn)
+	}
+	if sink != err {
+		b.Fatalf("got %v, want the Conflict", sink)
+	}
+}
+
+// BenchmarkOnErrorSuccessWithOptions is the success path with five options
+// built inside the loop, at the call, as a caller writes them.
+func BenchmarkOnErrorSuccessWithOptions(b *testing.B) {
+	b.ReportAllocs()
+	clk := testingclock.NewFakeClock(time.Time{})
+	fn := func() error { return nil }
+	retries := 0
+	for b.Loop() {
+		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn,
+			retry.WithSleeper(clk),
+			retry.WithMaxDelay(time.Second),
+			retry.WithRand(rand.Float64),
+			retry.WithContinueAtCap(),
+			retry.WithOnRetry(func(retry.RetryEvent) { retries++ }))
+	}
+	if sink != nil || retries != 0 {
+		b.Fatalf("got %v after %d retries, want nil after none", sink, retries)
+	}
+}
+
+// BenchmarkOnErrorZeroWaitWithOptions is BenchmarkOnErrorZeroWait with the
+// same five options, so the waits go to the fake clock and the hook runs 4
+// times per call. Its allocations minus BenchmarkOnErrorZeroWait's are what
+// the options cost.
+func BenchmarkOnErrorZeroWaitWithOptions(b *testing.B) {
+	b.ReportAllocs()
+	clk := testingclock.NewFakeClock(time.Time{})
+	fn := func() error { return errBench }
+	always := func(error) bool { return true }
+	retries := 0
+	for b.Loop() {
+		sink = retry.OnError(zeroWait, always, fn,
+			retry.WithSleeper(clk),
+			retry.WithMaxDelay(time.Second),
+			retry.WithRand(rand.Float64),
+			retry.WithContinueAtCap(),
+			retry.WithOnRetry(func(retry.RetryEvent) { retries++ }))
+	}
+	if sink != errBench || retries%4 != 0 {
+		b.Fatalf("got %v after %d retries, want the last error after 4 per call", sink, retries)
+	}
+}
