@@ -60,10 +60,11 @@ func (b *Backoff) Step() time.Duration {
 	if b == nil {
 		return 0
 	}
-	return b.step(rand.Float64)
+	return b.step(nil)
 }
 
-// step is Step with the random source for jitter passed in.
+// step is Step with the random source for jitter passed in: rnd's values
+// are clamped into [0,1), and nil means math/rand/v2's global source.
 func (b *Backoff) step(rnd func() float64) time.Duration {
 	d := b.Duration
 	if b.Steps < 1 {
@@ -80,9 +81,27 @@ func (b *Backoff) step(rnd func() float64) time.Duration {
 		}
 	}
 	if b.Jitter > 0 {
-		d = jitter(d, b.Jitter, rnd)
+		r := rand.Float64
+		if rnd != nil {
+			r = func() float64 { return unitInterval(rnd()) }
+		}
+		d = jitter(d, b.Jitter, r())
 	}
 	return max(d, 0)
+}
+
+// below1 is the largest float64 below 1.
+var below1 = math.Nextafter(1, 0)
+
+// unitInterval clamps r into [0,1); NaN becomes 0.
+func unitInterval(r float64) float64 {
+	switch {
+	case !(r >= 0): // negative or NaN
+		return 0
+	case r >= 1:
+		return below1
+	}
+	return r
 }
 
 // Validate reports whether the loops can use b. It returns nil, or an error
@@ -90,14 +109,27 @@ func (b *Backoff) step(rnd func() float64) time.Duration {
 // Invalid are: Steps below 1; a negative Duration or Cap; a negative, NaN or
 // infinite Factor or Jitter.
 func (b Backoff) Validate() error {
+	if b.valid() {
+		return nil
+	}
+	return b.invalid()
+}
+
+// valid is Validate's test, small enough to inline: every loop call runs it.
+func (b *Backoff) valid() bool {
+	return b.Steps >= 1 && b.Duration >= 0 && b.Cap >= 0 && finiteNonNegative(b.Factor) && finiteNonNegative(b.Jitter)
+}
+
+// invalid builds Validate's error, naming every invalid field.
+func (b Backoff) invalid() error {
 	var bad []string
 	if b.Duration < 0 {
 		bad = append(bad, fmt.Sprintf("Duration %v is negative", b.Duration))
 	}
-	if badFloat(b.Factor) {
+	if !finiteNonNegative(b.Factor) {
 		bad = append(bad, fmt.Sprintf("Factor %v is not a finite non-negative number", b.Factor))
 	}
-	if badFloat(b.Jitter) {
+	if !finiteNonNegative(b.Jitter) {
 		bad = append(bad, fmt.Sprintf("Jitter %v is not a finite non-negative number", b.Jitter))
 	}
 	if b.Steps < 1 {
@@ -106,14 +138,12 @@ func (b Backoff) Validate() error {
 	if b.Cap < 0 {
 		bad = append(bad, fmt.Sprintf("Cap %v is negative", b.Cap))
 	}
-	if bad == nil {
-		return nil
-	}
 	return fmt.Errorf("%w: %s", ErrInvalidBackoff, strings.Join(bad, "; "))
 }
 
-func badFloat(f float64) bool {
-	return f < 0 || math.IsNaN(f) || math.IsInf(f, 0)
+// finiteNonNegative reports whether f is in [0, MaxFloat64]; NaN is not.
+func finiteNonNegative(f float64) bool {
+	return f >= 0 && f <= math.MaxFloat64
 }
 
 // WithMaxRetries returns a copy of b that allows n retries after the first
@@ -137,12 +167,13 @@ func Jitter(d time.Duration, maxFactor float64) time.Duration {
 	if !(maxFactor > 0) {
 		maxFactor = 1.0
 	}
-	return jitter(d, maxFactor, rand.Float64)
+	return jitter(d, maxFactor, rand.Float64())
 }
 
-func jitter(d time.Duration, maxFactor float64, rnd func() float64) time.Duration {
+// jitter returns d plus r*maxFactor*d, with r in [0,1).
+func jitter(d time.Duration, maxFactor, r float64) time.Duration {
 	// Same operand order as apimachinery, so the float result is bit-identical.
-	return addSat(d, scaleFloat(rnd()*maxFactor*float64(d)))
+	return addSat(d, scaleFloat(r*maxFactor*float64(d)))
 }
 
 // scale returns d*f, saturating where the product does not fit.

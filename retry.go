@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,24 +148,6 @@ func (o *options) apply(opts []Option) {
 	}
 }
 
-// below1 is the largest float64 below 1.
-var below1 = math.Nextafter(1, 0)
-
-// random returns the loop's next jitter value, clamped into [0,1).
-func (o *options) random() float64 {
-	if o.rand == nil {
-		return rand.Float64()
-	}
-	r := o.rand()
-	switch {
-	case !(r >= 0): // negative or NaN
-		return 0
-	case r >= 1:
-		return below1
-	}
-	return r
-}
-
 // OnError calls fn until it returns nil, returns an error that retriable
 // rejects, or backoff allows no further attempt, waiting [Backoff.Step]
 // between attempts. It mirrors client-go's retry.OnError: fn is called at
@@ -183,7 +163,7 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 	if fn == nil {
 		return errNilFn
 	}
-	return run(context.Background(), backoff, retriable, func(context.Context) error { return fn() }, false, opts)
+	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, false, opts)
 }
 
 // RetryOnConflict is [OnError] with apierrors.IsConflict as the predicate,
@@ -192,7 +172,10 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // wrapped error is matched too). It mirrors client-go's
 // retry.RetryOnConflict.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return OnError(backoff, apierrors.IsConflict, fn, opts...)
+	if fn == nil {
+		return errNilFn
+	}
+	return run(context.Background(), backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
 }
 
 // OnRetryAfterError is [OnError] that honours a server's Retry-After: each
@@ -205,7 +188,7 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 	if fn == nil {
 		return errNilFn
 	}
-	return run(context.Background(), backoff, retriable, func(context.Context) error { return fn() }, true, opts)
+	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, true, opts)
 }
 
 // OnErrorWithContext is [OnError] under a context. ctx is checked before every
@@ -221,19 +204,19 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // holds. An error fn returns that retriable rejects is returned as it is,
 // context errors included, even when ctx is done.
 func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, backoff, retriable, fn, false, opts)
+	return run(ctx, backoff, retriable, attemptFunc{withCtx: fn}, false, opts)
 }
 
 // RetryOnConflictWithContext is [RetryOnConflict] under a context, as
 // described at [OnErrorWithContext].
 func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, backoff, apierrors.IsConflict, fn, false, opts)
+	return run(ctx, backoff, apierrors.IsConflict, attemptFunc{withCtx: fn}, false, opts)
 }
 
 // OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as
 // described at [OnErrorWithContext].
 func OnRetryAfterErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, backoff, retriable, fn, true, opts)
+	return run(ctx, backoff, retriable, attemptFunc{withCtx: fn}, true, opts)
 }
 
 var (
@@ -242,29 +225,57 @@ var (
 	errNilContext   = errors.New("retry: ctx is nil")
 )
 
+// attemptFunc is fn in either shape. The plain loops pass theirs as it is,
+// which saves the call through an adapter on every attempt.
+type attemptFunc struct {
+	plain   func() error
+	withCtx func(context.Context) error
+}
+
+// loopContext is the loop's ctx with its Done channel read once. A nil
+// channel means ctx can never be done, as for context.Background, so the
+// plain loops skip every check.
+type loopContext struct {
+	ctx  context.Context
+	done <-chan struct{}
+}
+
+func (c loopContext) err() error {
+	if c.done == nil {
+		return nil
+	}
+	return c.ctx.Err()
+}
+
 // run is the one loop behind every exported loop.
-func run(ctx context.Context, b Backoff, retriable func(error) bool, fn func(context.Context) error, retryAfter bool, opts []Option) error {
+func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter bool, opts []Option) error {
 	switch {
 	case ctx == nil:
 		return errNilContext
-	case fn == nil:
+	case fn.plain == nil && fn.withCtx == nil:
 		return errNilFn
 	case retriable == nil:
 		return errNilRetriable
 	}
-	if err := b.Validate(); err != nil {
-		return err
+	if !b.valid() {
+		return b.invalid()
 	}
 	var o options
 	o.apply(opts)
+	c := loopContext{ctx: ctx, done: ctx.Done()}
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
+		if err := c.err(); err != nil {
 			return newContextError(err, attempt-1, lastErr)
 		}
-		err := fn(ctx)
+		var err error
+		if fn.plain != nil {
+			err = fn.plain()
+		} else {
+			err = fn.withCtx(ctx)
+		}
 		if err == nil || !retriable(err) {
 			return err
 		}
@@ -273,7 +284,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn func(con
 			return err
 		}
 
-		d := b.step(o.random)
+		d := b.step(o.rand)
 		endAfterWait := b.Steps == 0 && !o.continueAtCap // the step reached Cap
 		var serverDelay time.Duration
 		if retryAfter {
@@ -284,15 +295,15 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn func(con
 			d = min(d, o.maxDelay)
 		}
 
-		if cerr := o.canStart(ctx, d); cerr != nil {
+		if cerr := o.canStart(c, d); cerr != nil {
 			return newContextError(cerr, attempt, err)
 		}
 		if o.onRetry != nil {
 			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay})
 		}
-		o.sleep(ctx, d)
+		o.sleep(c.done, d)
 		if endAfterWait {
-			if cerr := ctx.Err(); cerr != nil {
+			if cerr := c.err(); cerr != nil {
 				return newContextError(cerr, attempt, err)
 			}
 			return err
@@ -303,12 +314,15 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn func(con
 // canStart returns the context error that ends the loop instead of a wait of
 // d: ctx's own, or, for the default sleeper, DeadlineExceeded when the wait
 // would end after ctx's deadline, since the loop would then fail anyway.
-func (o *options) canStart(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
+func (o *options) canStart(c loopContext, d time.Duration) error {
+	if c.done == nil {
+		return nil
+	}
+	if err := c.ctx.Err(); err != nil {
 		return err
 	}
 	if o.sleeper == nil {
-		if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline) {
+		if deadline, ok := c.ctx.Deadline(); ok && d > time.Until(deadline) {
 			return context.DeadlineExceeded
 		}
 	}
@@ -316,13 +330,12 @@ func (o *options) canStart(ctx context.Context, d time.Duration) error {
 }
 
 // sleep waits d through the loop's sleeper. The default sleeper returns
-// early when ctx is done; the caller checks ctx afterwards either way.
-func (o *options) sleep(ctx context.Context, d time.Duration) {
+// early when done is closed; the caller checks ctx afterwards either way.
+func (o *options) sleep(done <-chan struct{}, d time.Duration) {
 	if o.sleeper != nil {
 		o.sleeper.Sleep(d)
 		return
 	}
-	done := ctx.Done()
 	if done == nil || d <= 0 {
 		clock.RealClock{}.Sleep(d)
 		return

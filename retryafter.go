@@ -3,7 +3,6 @@ package retry
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,7 +18,7 @@ import (
 // 0 when the date is not after now; a date further away than the largest
 // time.Duration is invalid. now is used only for an HTTP-date.
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
-	value = strings.Trim(value, " \t")
+	value = trimSpaceTab(value)
 	if value == "" {
 		return 0, false
 	}
@@ -38,6 +37,18 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// trimSpaceTab is strings.Trim(s, " \t") without building a cutset on
+// every call.
+func trimSpaceTab(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // parseSeconds parses s as delay-seconds. isNumber reports whether s is
