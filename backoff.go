@@ -81,11 +81,13 @@ func (b *Backoff) step(rnd func() float64) time.Duration {
 		}
 	}
 	if b.Jitter > 0 {
-		r := rand.Float64
-		if rnd != nil {
-			r = func() float64 { return unitInterval(rnd()) }
+		var r float64
+		if rnd == nil {
+			r = rand.Float64()
+		} else {
+			r = unitInterval(rnd())
 		}
-		d = jitter(d, b.Jitter, r())
+		d = jitter(d, b.Jitter, r)
 	}
 	return max(d, 0)
 }

@@ -17,12 +17,6 @@ import (
 // largestDuration is the value Step and Jitter saturate at.
 const largestDuration = time.Duration(math.MaxInt64)
 
-// waitLog is a Sleeper that records every wait instead of sleeping, so the
-// loops can be driven through long waits without real time passing.
-type waitLog struct{ waits []time.Duration }
-
-func (w *waitLog) Sleep(d time.Duration) { w.waits = append(w.waits, d) }
-
 // randSeq returns a WithRand source that yields vals in order, then repeats
 // the last one.
 func randSeq(vals ...float64) func() float64 {
@@ -327,7 +321,7 @@ func TestBackoffJitterThroughLoop(t *testing.T) {
 				want = append(want, d+time.Duration(r*tt.b.Jitter*float64(d)))
 			}
 
-			var sleeper waitLog
+			var sleeper recorder
 			errRetry := errors.New("again")
 			err := retry.OnError(tt.b, func(error) bool { return true }, func() error { return errRetry },
 				retry.WithSleeper(&sleeper), retry.WithRand(randSeq(tt.rands...)))
@@ -342,7 +336,7 @@ func TestBackoffJitterThroughLoop(t *testing.T) {
 func TestBackoffJitterSaturatesThroughLoop(t *testing.T) {
 	t.Parallel()
 	b := retry.Backoff{Duration: largestDuration / 2, Factor: 1, Jitter: 10, Steps: 3}
-	var sleeper waitLog
+	var sleeper recorder
 	err := retry.OnError(b, func(error) bool { return true }, func() error { return errors.New("again") },
 		retry.WithSleeper(&sleeper), retry.WithRand(randSeq(0.9)))
 	require.Error(t, err)
@@ -449,7 +443,7 @@ func TestBackoffWithMaxRetriesAttempts(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
 			calls := 0
-			var sleeper waitLog
+			var sleeper recorder
 			err := retry.OnError(retry.Backoff{Duration: time.Hour}.WithMaxRetries(n), func(error) bool { return true },
 				func() error { calls++; return errors.New("again") }, retry.WithSleeper(&sleeper))
 			require.Error(t, err)
