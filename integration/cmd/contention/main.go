@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,13 +108,18 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 		}
 		where = "the cluster at " + cfg.Host
 	} else {
-		p.line("starting etcd and kube-apiserver in process (the first build of this program takes minutes, the start seconds)")
+		p.line("starting etcd and kube-apiserver in process")
 		var shutdown func()
 		if cfg, shutdown, err = startInProcess(p); err != nil {
 			return err
 		}
 		defer shutdown()
-		where = "an in-process kube-apiserver v1.37.2 on embedded etcd"
+		where = "an in-process kube-apiserver on embedded etcd"
+		if v := moduleVersion("k8s.io/kubernetes"); v != "" {
+			// A module build carries no kube-apiserver version of its
+			// own (it reports v0.0.0-master), only the module's.
+			where = fmt.Sprintf("an in-process kube-apiserver (k8s.io/kubernetes %s) on embedded etcd", v)
+		}
 	}
 	// Client-side rate limiting would queue the writers and hide the
 	// conflicts this measures.
@@ -141,6 +147,11 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 		p.line("deleted namespace %s", ns.Name)
 	}()
 	p.line("namespace %s on %s", ns.Name, cfg.Host)
+	if *kubeconfig != "" {
+		if v, err := client.Discovery().ServerVersion(); err == nil {
+			where += ", version " + v.GitVersion
+		}
+	}
 
 	var sums []contention.Summary
 	var problems []string
@@ -215,6 +226,21 @@ func startInProcess(p *progress) (cfg *rest.Config, shutdown func(), err error) 
 		return nil, nil, err
 	}
 	return s.Config, shutdown, nil
+}
+
+// moduleVersion returns the version of module path built into this
+// program, or "".
+func moduleVersion(path string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, m := range info.Deps {
+		if m.Path == path {
+			return m.Version
+		}
+	}
+	return ""
 }
 
 // printTable writes sums as an aligned table.
