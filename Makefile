@@ -3,10 +3,10 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test cover bench bench-check bench-wait fuzz
+.PHONY: check lint test integration demo cover bench bench-check bench-wait fuzz
 
-## check: everything CI runs (lint + test)
-check: lint test
+## check: everything CI runs: lint, the root module's tests, the integration tests
+check: lint test integration
 
 ## lint: gofmt, go vet and staticcheck on the root module
 lint:
@@ -18,6 +18,18 @@ lint:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+## integration: the integration module's tests against an in-process kube-apiserver
+## on embedded etcd (first build of k8s.io/kubernetes: about 8-10 minutes on 2
+## cores, then about 30s; no -race, which makes the cold run 10-12 minutes more)
+integration:
+	cd integration && $(GO) vet ./...
+	cd integration && $(GO) test -count=1 -timeout 20m ./...
+
+## demo: the contention demo, on an in-process apiserver or the cluster in
+## KUBECONFIG / --kubeconfig (DEMO_ARGS="--kubeconfig ... --writers 4,16,64")
+demo:
+	cd integration && $(GO) run ./cmd/contention $(DEMO_ARGS)
 
 ## cover: test coverage of the root module
 cover:
