@@ -491,28 +491,6 @@ func TestJitter(t *testing.T) {
 	}
 }
 
-// TestJitterBoundsMatchApimachinery: where wait.Jitter does not overflow,
-// both draw from the same interval.
-func TestJitterBoundsMatchApimachinery(t *testing.T) {
-	t.Parallel()
-	for _, f := range []float64{0.1, 1, 0, -1} {
-		t.Run(fmt.Sprint(f), func(t *testing.T) {
-			t.Parallel()
-			d := 10 * time.Millisecond
-			mf := f
-			if mf <= 0 {
-				mf = 1 // as both document
-			}
-			lo, hi := d, jitterUpper(d, mf)
-			for range 200 {
-				w, r := wait.Jitter(d, f), retry.Jitter(d, f)
-				require.True(t, w >= lo && w <= hi, "oracle %v outside [%v, %v]", w, lo, hi)
-				require.True(t, r >= lo && r <= hi, "got %v outside [%v, %v]", r, lo, hi)
-			}
-		})
-	}
-}
-
 // TestBackoffConvertsToAndFromWaitBackoff: the two types convert both ways,
 // which holds only while their fields match in name, type and order.
 func TestBackoffConvertsToAndFromWaitBackoff(t *testing.T) {

@@ -52,14 +52,17 @@
 //     nil fn or a nil predicate returns an error at once; client-go silently
 //     never calls fn on a zero Backoff and returns "timed out waiting for the
 //     condition".
-//   - A non-retriable error is returned as it is, context.Canceled included;
-//     client-go's OnError swaps it for the previous retriable error
+//   - A non-retriable error is returned as it is; client-go's OnError swaps
+//     one that wait.Interrupted matches (context.Canceled or
+//     context.DeadlineExceeded, wrapped too) for the previous retriable error
 //     (kubernetes/kubernetes#140402).
 //   - Where apimachinery's arithmetic overflows, [Backoff.Step] saturates at
 //     the largest time.Duration and never returns a negative wait.
 //   - [ParseRetryAfter] takes digits only and HTTP-dates; client-go's
 //     strconv.Atoi takes "+5" and "-1" and no dates.
 //
-// All functions are safe for concurrent use; a loop starts no goroutine and
+// The loops and the package's functions and variables are safe for
+// concurrent use ([Backoff.Step] changes its receiver, so one Backoff value
+// must not be stepped from two goroutines); a loop starts no goroutine, and
 // its success path does not allocate.
 package retry

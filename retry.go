@@ -48,7 +48,9 @@ var _ Sleeper = clock.RealClock{}
 
 // Option configures one call of a loop. Options are applied in order, so a
 // later one of the same kind wins. The zero Option does nothing. Options
-// are values: building and passing them does not allocate.
+// are plain values: building and passing them does not allocate (a closure
+// given to [WithOnRetry] or [WithRand] that captures variables costs the
+// caller one allocation, as any such closure does).
 type Option struct {
 	kind    optionKind
 	sleeper Sleeper
@@ -160,9 +162,6 @@ func (o *options) apply(opts []Option) {
 // or retriable reaches the caller unchanged. OnError starts no goroutine and
 // is safe for concurrent use.
 func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	if fn == nil {
-		return errNilFn
-	}
 	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, false, opts)
 }
 
@@ -172,9 +171,6 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // wrapped error is matched too). It mirrors client-go's
 // retry.RetryOnConflict.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	if fn == nil {
-		return errNilFn
-	}
 	return run(context.Background(), backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
 }
 
@@ -185,9 +181,6 @@ func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
 // does. [IsRetryAfterError] is the usual predicate and
 // [DefaultRetryAfterBackoff] the usual backoff.
 func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	if fn == nil {
-		return errNilFn
-	}
 	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, true, opts)
 }
 
@@ -196,7 +189,7 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // the first attempt, fn is never called. The default sleeper cuts a wait
 // short when ctx is done, and does not start a wait that would end after
 // ctx's deadline; a [Sleeper] given by [WithSleeper] is called as it is and
-// ctx is checked when it returns.
+// ctx is checked when it returns. A nil ctx returns an error at once.
 //
 // A loop ended by ctx returns an error that matches ctx's error
 // (context.Canceled or context.DeadlineExceeded) with [errors.Is] and that

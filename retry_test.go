@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,55 +123,57 @@ func TestLoopsRejectBadInput(t *testing.T) {
 	var nilCtx context.Context
 
 	tests := []struct {
-		name string
-		run  func(s retry.Sleeper) error
-		want error // matched with errors.Is; nil means any error
+		name  string
+		run   func(s retry.Sleeper) error
+		want  error  // matched with errors.Is; nil means any error
+		field string // what the message must name
 	}{
 		{"OnError zero Backoff", func(s retry.Sleeper) error {
 			return retry.OnError(retry.Backoff{}, apierrors.IsConflict, fn, retry.WithSleeper(s))
-		}, retry.ErrInvalidBackoff},
+		}, retry.ErrInvalidBackoff, "Steps 0"},
 		{"RetryOnConflict NaN Factor", func(s retry.Sleeper) error {
 			return retry.RetryOnConflict(retry.Backoff{Steps: 3, Factor: math.NaN()}, fn, retry.WithSleeper(s))
-		}, retry.ErrInvalidBackoff},
+		}, retry.ErrInvalidBackoff, "Factor NaN"},
 		{"OnRetryAfterError negative Duration", func(s retry.Sleeper) error {
 			return retry.OnRetryAfterError(retry.Backoff{Steps: 3, Duration: -1}, retry.IsRetryAfterError, fn, retry.WithSleeper(s))
-		}, retry.ErrInvalidBackoff},
+		}, retry.ErrInvalidBackoff, "Duration -1ns"},
 		{"OnErrorWithContext negative Cap", func(s retry.Sleeper) error {
 			return retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 3, Cap: -1}, apierrors.IsConflict, ctxFn, retry.WithSleeper(s))
-		}, retry.ErrInvalidBackoff},
+		}, retry.ErrInvalidBackoff, "Cap -1ns"},
 		{"RetryOnConflictWithContext infinite Jitter", func(s retry.Sleeper) error {
 			return retry.RetryOnConflictWithContext(context.Background(), retry.Backoff{Steps: 3, Jitter: math.Inf(1)}, ctxFn, retry.WithSleeper(s))
-		}, retry.ErrInvalidBackoff},
+		}, retry.ErrInvalidBackoff, "Jitter +Inf"},
 		{"OnRetryAfterErrorWithContext zero Steps", func(s retry.Sleeper) error {
 			return retry.OnRetryAfterErrorWithContext(context.Background(), retry.Backoff{Duration: time.Second}, retry.IsRetryAfterError, ctxFn, retry.WithSleeper(s))
-		}, retry.ErrInvalidBackoff},
+		}, retry.ErrInvalidBackoff, "Steps 0"},
 		{"OnError nil fn", func(s retry.Sleeper) error {
 			return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, nil, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "fn"},
 		{"OnError nil retriable", func(s retry.Sleeper) error {
 			return retry.OnError(retry.DefaultRetry, nil, fn, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "retriable"},
 		{"RetryOnConflict nil fn", func(s retry.Sleeper) error {
 			return retry.RetryOnConflict(retry.DefaultRetry, nil, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "fn"},
 		{"OnRetryAfterError nil fn", func(s retry.Sleeper) error {
 			return retry.OnRetryAfterError(retry.DefaultRetry, retry.IsRetryAfterError, nil, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "fn"},
 		{"OnErrorWithContext nil ctx", func(s retry.Sleeper) error {
 			return retry.OnErrorWithContext(nilCtx, retry.DefaultRetry, apierrors.IsConflict, ctxFn, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "ctx"},
 		{"RetryOnConflictWithContext nil fn", func(s retry.Sleeper) error {
 			return retry.RetryOnConflictWithContext(context.Background(), retry.DefaultRetry, nil, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "fn"},
 		{"OnRetryAfterErrorWithContext nil retriable", func(s retry.Sleeper) error {
 			return retry.OnRetryAfterErrorWithContext(context.Background(), retry.DefaultRetry, nil, ctxFn, retry.WithSleeper(s))
-		}, nil},
+		}, nil, "retriable"},
 	}
 	for _, tt := range tests {
 		var s recorder
 		err := tt.run(&s)
 		require.Error(t, err, tt.name)
-		assert.Contains(t, err.Error(), "retry: ", tt.name)
+		assert.True(t, strings.HasPrefix(err.Error(), "retry: "), "%s: %v", tt.name, err)
+		assert.Contains(t, err.Error(), tt.field, tt.name)
 		if tt.want != nil {
 			assert.ErrorIs(t, err, tt.want, tt.name)
 		}
@@ -218,7 +221,8 @@ func TestOnErrorMatchesClientGo(t *testing.T) {
 			case 1:
 				results[j] = otherErr
 			case 2:
-				results[j] = context.Canceled
+				// Errors wait.Interrupted matches, which client-go swaps.
+				results[j] = []error{context.Canceled, context.DeadlineExceeded, fmt.Errorf("request: %w", context.DeadlineExceeded)}[rng.IntN(3)]
 			default:
 				results[j] = retriableErr(j)
 			}
@@ -234,10 +238,10 @@ func TestOnErrorMatchesClientGo(t *testing.T) {
 		name := fmt.Sprintf("case %d: %+v results %v", i, b, results)
 		require.Equal(t, want.calls, got.calls, name)
 		last := results[min(got.calls, len(results))-1] // what the last call returned
-		if errors.Is(last, context.Canceled) && wantErr != last {
+		if wait.Interrupted(last) && wantErr != last {
 			// client-go swaps the context error for the previous retriable one
 			// (kubernetes/kubernetes#140402); this library returns it as is.
-			require.Same(t, context.Canceled, gotErr, name)
+			require.True(t, gotErr == last, "%s: got %v, want %v as is", name, gotErr, last)
 		} else {
 			require.True(t, wantErr == gotErr, "%s: got %v, want %v", name, gotErr, wantErr)
 		}
@@ -262,7 +266,10 @@ func TestOnErrorRules(t *testing.T) {
 		errs      []error
 		wantCalls int
 		wantErr   int // index into errs; -1 for nil
-		wantWaits []time.Duration
+		// The waits are the first `waits` steps of wait.Backoff.Step for
+		// backoff without jitter, each bounded by maxDelay when positive.
+		waits    int
+		maxDelay time.Duration
 	}{
 		{
 			name:      "nil at once",
@@ -275,22 +282,22 @@ func TestOnErrorRules(t *testing.T) {
 			backoff:   retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2},
 			errs:      []error{conflict(1), conflict(2), nil},
 			wantCalls: 3, wantErr: -1,
-			wantWaits: []time.Duration{time.Second, 2 * time.Second},
+			waits: 2,
 		},
 		{
 			name:      "non-retriable as is without a wait",
 			backoff:   retry.DefaultRetry,
 			errs:      []error{conflict(1), forbidden},
 			wantCalls: 2, wantErr: 1,
-			wantWaits: []time.Duration{10 * time.Millisecond},
-			opts:      []retry.Option{retry.WithRand(func() float64 { return 0 })},
+			waits: 1,
+			opts:  []retry.Option{retry.WithRand(func() float64 { return 0 })},
 		},
 		{
 			name:      "exhaustion returns the last error after Steps calls",
 			backoff:   retry.Backoff{Steps: 3, Duration: time.Second, Factor: 3},
 			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4)},
 			wantCalls: 3, wantErr: 2,
-			wantWaits: []time.Duration{time.Second, 3 * time.Second},
+			waits: 2,
 		},
 		{
 			name:      "one step, one call, no wait",
@@ -303,7 +310,7 @@ func TestOnErrorRules(t *testing.T) {
 			backoff:   retry.Backoff{Steps: 3},
 			errs:      []error{conflict(1), conflict(2), conflict(3)},
 			wantCalls: 3, wantErr: 2,
-			wantWaits: []time.Duration{0, 0},
+			waits: 2,
 		},
 		{
 			// 1s, 2s, then the step to 4s passes the 3s Cap: the loop ends
@@ -312,7 +319,7 @@ func TestOnErrorRules(t *testing.T) {
 			backoff:   retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 3 * time.Second},
 			errs:      []error{conflict(1), conflict(2), conflict(3)},
 			wantCalls: 2, wantErr: 1,
-			wantWaits: []time.Duration{time.Second, 2 * time.Second},
+			waits: 2,
 		},
 		{
 			name:      "WithContinueAtCap goes on at the Cap until Steps",
@@ -320,7 +327,7 @@ func TestOnErrorRules(t *testing.T) {
 			opts:      []retry.Option{retry.WithContinueAtCap()},
 			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4), conflict(5)},
 			wantCalls: 5, wantErr: 4,
-			wantWaits: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second},
+			waits: 4, // 1s, 2s, then the Cap: 3s, 3s
 		},
 		{
 			name:      "WithMaxDelay bounds each wait",
@@ -328,7 +335,7 @@ func TestOnErrorRules(t *testing.T) {
 			opts:      []retry.Option{retry.WithMaxDelay(5 * time.Second)},
 			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4)},
 			wantCalls: 4, wantErr: 3,
-			wantWaits: []time.Duration{time.Second, 5 * time.Second, 5 * time.Second},
+			waits: 3, maxDelay: 5 * time.Second,
 		},
 		{
 			name:      "WithMaxDelay of 0 is no bound",
@@ -336,7 +343,15 @@ func TestOnErrorRules(t *testing.T) {
 			opts:      []retry.Option{retry.WithMaxDelay(0)},
 			errs:      []error{conflict(1), conflict(2)},
 			wantCalls: 2, wantErr: 1,
-			wantWaits: []time.Duration{time.Hour},
+			waits: 1,
+		},
+		{
+			name:      "negative WithMaxDelay is no bound",
+			backoff:   retry.Backoff{Steps: 2, Duration: time.Hour},
+			opts:      []retry.Option{retry.WithMaxDelay(-time.Second)},
+			errs:      []error{conflict(1), conflict(2)},
+			wantCalls: 2, wantErr: 1,
+			waits: 1,
 		},
 		{
 			name:      "later option wins",
@@ -344,7 +359,7 @@ func TestOnErrorRules(t *testing.T) {
 			opts:      []retry.Option{retry.WithMaxDelay(time.Second), retry.WithMaxDelay(time.Minute), {}},
 			errs:      []error{conflict(1), conflict(2)},
 			wantCalls: 2, wantErr: 1,
-			wantWaits: []time.Duration{time.Minute},
+			waits: 1, maxDelay: time.Minute,
 		},
 	}
 	for _, tt := range tests {
@@ -352,14 +367,31 @@ func TestOnErrorRules(t *testing.T) {
 			t.Parallel()
 			s := &script{errs: tt.errs}
 			var rec recorder
-			err := retry.RetryOnConflict(tt.backoff, s.fn, append(tt.opts, retry.WithSleeper(&rec))...)
+			var events []retry.RetryEvent
+			onRetry := retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) })
+			err := retry.RetryOnConflict(tt.backoff, s.fn, append(tt.opts, retry.WithSleeper(&rec), onRetry)...)
 			assert.Equal(t, tt.wantCalls, s.calls, "calls")
 			if tt.wantErr < 0 {
 				assert.NoError(t, err)
 			} else {
 				assert.Same(t, tt.errs[tt.wantErr], err, "the error itself, not a wrapper")
 			}
-			assert.Equal(t, tt.wantWaits, rec.waits)
+
+			noJitter := tt.backoff
+			noJitter.Jitter = 0
+			var want []time.Duration
+			for _, d := range oracleSteps(noJitter, tt.waits) {
+				if tt.maxDelay > 0 {
+					d = min(d, tt.maxDelay)
+				}
+				want = append(want, d)
+			}
+			assert.Equal(t, want, rec.waits)
+			// Every wait slept is reported first, the one at the Cap too.
+			require.Len(t, events, len(rec.waits))
+			for i, e := range events {
+				assert.Equal(t, retry.RetryEvent{Attempt: i + 1, Err: tt.errs[i], Delay: rec.waits[i]}, e)
+			}
 		})
 	}
 }
@@ -503,9 +535,17 @@ func TestOnRetryAfterError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var rec recorder
+			var events []retry.RetryEvent
 			s := &script{errs: tt.errs}
-			_ = retry.OnRetryAfterError(b, func(error) bool { return true }, s.fn, append(tt.opts, retry.WithSleeper(&rec))...)
+			_ = retry.OnRetryAfterError(b, func(error) bool { return true }, s.fn, append(tt.opts, retry.WithSleeper(&rec),
+				retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))...)
 			assert.Equal(t, tt.want(oracleSteps(b, b.Steps)), rec.waits)
+			require.Len(t, events, len(rec.waits))
+			for i, e := range events {
+				want, _ := retry.RetryAfter(tt.errs[i])
+				assert.Equal(t, want, e.RetryAfter, "RetryAfter of event %d", i+1)
+				assert.GreaterOrEqual(t, e.RetryAfter, time.Duration(0))
+			}
 		})
 	}
 }
@@ -629,6 +669,20 @@ func TestDefaultSleeperNotStartedPastDeadline(t *testing.T) {
 	assert.Contains(t, err.Error(), s.errs[0].Error())
 }
 
+func TestDefaultSleeperStartsWaitBeforeDeadline(t *testing.T) {
+	t.Parallel()
+	// A 1ms wait under a deadline an hour away is slept, and the loop goes on.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	s := &script{errs: []error{conflict(1), nil}}
+	events := 0
+	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: time.Millisecond}, s.ctxFn,
+		retry.WithOnRetry(func(retry.RetryEvent) { events++ }))
+	assert.NoError(t, err)
+	assert.Equal(t, 2, s.calls)
+	assert.Equal(t, 1, events)
+}
+
 func TestCustomSleeperIgnoresDeadline(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
@@ -646,12 +700,14 @@ func TestDefaultSleeperCutShortByCancel(t *testing.T) {
 	defer cancel()
 	s := conflicts(3)
 	start := time.Now()
-	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: time.Hour}, s.ctxFn,
+	// A 30s wait, so a wait that is not cut short fails the test instead of
+	// hanging it.
+	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: 30 * time.Second}, s.ctxFn,
 		retry.WithOnRetry(func(retry.RetryEvent) {
 			// Cancel once the wait has begun.
 			go func() { time.Sleep(time.Millisecond); cancel() }()
 		}))
-	assert.Less(t, time.Since(start), time.Minute, "the hour-long wait was cut short")
+	assert.Less(t, time.Since(start), 10*time.Second, "the wait was cut short")
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorIs(t, err, s.errs[0])
 	assert.Equal(t, 1, s.calls)
@@ -714,7 +770,6 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	assert.Equal(t, 5, retry.DefaultRetry.Steps, "the shared default is not changed")
 }
 
 func TestSuccessPathAllocations(t *testing.T) {
