@@ -118,7 +118,7 @@ func (b Backoff) Validate() error {
 }
 
 // valid is Validate's test, small enough to inline: every loop call runs it.
-func (b Backoff) valid() bool {
+func (b *Backoff) valid() bool {
 	return b.Steps >= 1 && b.Duration >= 0 && b.Cap >= 0 && finiteNonNegative(b.Factor) && finiteNonNegative(b.Jitter)
 }
 

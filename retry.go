@@ -162,7 +162,7 @@ func (o *options) apply(opts []Option) {
 // or retriable reaches the caller unchanged. OnError starts no goroutine and
 // is safe for concurrent use.
 func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, false, opts)
+	return run(nil, backoff, retriable, attemptFunc{plain: fn}, false, opts)
 }
 
 // RetryOnConflict is [OnError] with apierrors.IsConflict as the predicate,
@@ -171,7 +171,7 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // wrapped error is matched too). It mirrors client-go's
 // retry.RetryOnConflict.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return run(context.Background(), backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
+	return run(nil, backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
 }
 
 // OnRetryAfterError is [OnError] that honours a server's Retry-After: each
@@ -181,7 +181,7 @@ func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
 // does. [IsRetryAfterError] is the usual predicate and
 // [DefaultRetryAfterBackoff] the usual backoff.
 func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, true, opts)
+	return run(nil, backoff, retriable, attemptFunc{plain: fn}, true, opts)
 }
 
 // OnErrorWithContext is [OnError] under a context. ctx is checked before every
@@ -226,8 +226,8 @@ type attemptFunc struct {
 }
 
 // loopContext is the loop's ctx with its Done channel read once. A nil
-// channel means ctx can never be done, as for context.Background, so the
-// plain loops skip every check.
+// channel means ctx can never be done (the plain loops have no ctx at all,
+// and context.Background is never done), so every check is skipped.
 type loopContext struct {
 	ctx  context.Context
 	done <-chan struct{}
@@ -240,13 +240,14 @@ func (c loopContext) err() error {
 	return c.ctx.Err()
 }
 
-// run is the one loop behind every exported loop.
+// run is the one loop behind every exported loop. ctx is nil for the plain
+// loops, which pass fn.plain.
 func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter bool, opts []Option) error {
 	switch {
-	case ctx == nil:
-		return errNilContext
 	case fn.plain == nil && fn.withCtx == nil:
 		return errNilFn
+	case fn.withCtx != nil && ctx == nil:
+		return errNilContext
 	case retriable == nil:
 		return errNilRetriable
 	}
@@ -254,8 +255,13 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		return b.invalid()
 	}
 	var o options
-	o.apply(opts)
-	c := loopContext{ctx: ctx, done: ctx.Done()}
+	if len(opts) > 0 {
+		o.apply(opts)
+	}
+	var c loopContext
+	if ctx != nil {
+		c = loopContext{ctx: ctx, done: ctx.Done()}
+	}
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
@@ -311,11 +317,15 @@ func (o *options) canStart(c loopContext, d time.Duration) error {
 	if c.done == nil {
 		return nil
 	}
-	if err := c.ctx.Err(); err != nil {
+	return o.contextEnds(c.ctx, d)
+}
+
+func (o *options) contextEnds(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if o.sleeper == nil {
-		if deadline, ok := c.ctx.Deadline(); ok && d > time.Until(deadline) {
+		if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline) {
 			return context.DeadlineExceeded
 		}
 	}
@@ -325,11 +335,18 @@ func (o *options) canStart(c loopContext, d time.Duration) error {
 // sleep waits d through the loop's sleeper. The default sleeper returns
 // early when done is closed; the caller checks ctx afterwards either way.
 func (o *options) sleep(done <-chan struct{}, d time.Duration) {
-	if o.sleeper != nil {
+	switch {
+	case o.sleeper != nil:
 		o.sleeper.Sleep(d)
-		return
+	case d > 0:
+		sleepUntilDone(done, d)
 	}
-	if done == nil || d <= 0 {
+}
+
+// sleepUntilDone is the default sleeper: real time, cut short when done is
+// closed (a nil done never is).
+func sleepUntilDone(done <-chan struct{}, d time.Duration) {
+	if done == nil {
 		clock.RealClock{}.Sleep(d)
 		return
 	}
