@@ -162,7 +162,7 @@ func (o *options) apply(opts []Option) {
 // or retriable reaches the caller unchanged. OnError starts no goroutine and
 // is safe for concurrent use.
 func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(nil, backoff, retriable, attemptFunc{plain: fn}, false, opts)
+	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, false, opts)
 }
 
 // RetryOnConflict is [OnError] with apierrors.IsConflict as the predicate,
@@ -171,7 +171,7 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // wrapped error is matched too). It mirrors client-go's
 // retry.RetryOnConflict.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return run(nil, backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
+	return run(loopContext{}, backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
 }
 
 // OnRetryAfterError is [OnError] that honours a server's Retry-After: each
@@ -181,7 +181,7 @@ func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
 // does. [IsRetryAfterError] is the usual predicate and
 // [DefaultRetryAfterBackoff] the usual backoff.
 func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(nil, backoff, retriable, attemptFunc{plain: fn}, true, opts)
+	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, true, opts)
 }
 
 // OnErrorWithContext is [OnError] under a context. ctx is checked before every
@@ -197,19 +197,19 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // holds. An error fn returns that retriable rejects is returned as it is,
 // context errors included, even when ctx is done.
 func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, backoff, retriable, attemptFunc{withCtx: fn}, false, opts)
+	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, false, opts)
 }
 
 // RetryOnConflictWithContext is [RetryOnConflict] under a context, as
 // described at [OnErrorWithContext].
 func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, backoff, apierrors.IsConflict, attemptFunc{withCtx: fn}, false, opts)
+	return run(newLoopContext(ctx), backoff, apierrors.IsConflict, attemptFunc{withCtx: fn}, false, opts)
 }
 
 // OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as
 // described at [OnErrorWithContext].
 func OnRetryAfterErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(ctx, backoff, retriable, attemptFunc{withCtx: fn}, true, opts)
+	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, true, opts)
 }
 
 var (
@@ -229,8 +229,15 @@ type attemptFunc struct {
 // channel means ctx can never be done (the plain loops have no ctx at all,
 // and context.Background is never done), so every check is skipped.
 type loopContext struct {
-	ctx  context.Context
+	ctx  context.Context // nil for the plain loops, or when the caller passed nil
 	done <-chan struct{}
+}
+
+func newLoopContext(ctx context.Context) loopContext {
+	if ctx == nil {
+		return loopContext{}
+	}
+	return loopContext{ctx: ctx, done: ctx.Done()}
 }
 
 func (c loopContext) err() error {
@@ -240,13 +247,12 @@ func (c loopContext) err() error {
 	return c.ctx.Err()
 }
 
-// run is the one loop behind every exported loop. ctx is nil for the plain
-// loops, which pass fn.plain.
-func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter bool, opts []Option) error {
+// run is the one loop behind every exported loop.
+func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter bool, opts []Option) error {
 	switch {
 	case fn.plain == nil && fn.withCtx == nil:
 		return errNilFn
-	case fn.withCtx != nil && ctx == nil:
+	case fn.withCtx != nil && c.ctx == nil:
 		return errNilContext
 	case retriable == nil:
 		return errNilRetriable
@@ -257,10 +263,6 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 	var o options
 	if len(opts) > 0 {
 		o.apply(opts)
-	}
-	var c loopContext
-	if ctx != nil {
-		c = loopContext{ctx: ctx, done: ctx.Done()}
 	}
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
@@ -273,7 +275,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		if fn.plain != nil {
 			err = fn.plain()
 		} else {
-			err = fn.withCtx(ctx)
+			err = fn.withCtx(c.ctx)
 		}
 		if err == nil || !retriable(err) {
 			return err
