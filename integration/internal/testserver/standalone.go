@@ -41,16 +41,41 @@ func (p *ProcessTB) Close() {
 	}
 }
 
-func (p *ProcessTB) Attr(key, value string)     {}
-func (p *ProcessTB) Chdir(dir string)           { _ = os.Chdir(dir) }
-func (p *ProcessTB) Helper()                    {}
-func (p *ProcessTB) Name() string               { return "kuberetry" }
-func (p *ProcessTB) Setenv(key, value string)   { _ = os.Setenv(key, value) }
-func (p *ProcessTB) Skip(args ...any)           { p.Fatal(args...) }
-func (p *ProcessTB) Skipf(f string, a ...any)   { p.Fatalf(f, a...) }
-func (p *ProcessTB) SkipNow()                   { p.FailNow() }
-func (p *ProcessTB) Skipped() bool              { return false }
-func (p *ProcessTB) Log(args ...any)            { fmt.Fprintln(p.log, args...) }
+// The remaining methods of the testing API that the apiserver's test
+// harness may call: logs go to the log writer, and a skip is a failure,
+// since the demo cannot go on without a server.
+
+// Attr does nothing.
+func (p *ProcessTB) Attr(key, value string) {}
+
+// Chdir changes the process's working directory.
+func (p *ProcessTB) Chdir(dir string) { _ = os.Chdir(dir) }
+
+// Helper does nothing.
+func (p *ProcessTB) Helper() {}
+
+// Name names the program in the harness's messages.
+func (p *ProcessTB) Name() string { return "kuberetry" }
+
+// Setenv sets an environment variable of the process.
+func (p *ProcessTB) Setenv(key, value string) { _ = os.Setenv(key, value) }
+
+// Skip fails like Fatal.
+func (p *ProcessTB) Skip(args ...any) { p.Fatal(args...) }
+
+// Skipf fails like Fatalf.
+func (p *ProcessTB) Skipf(f string, a ...any) { p.Fatalf(f, a...) }
+
+// SkipNow fails like FailNow.
+func (p *ProcessTB) SkipNow() { p.FailNow() }
+
+// Skipped reports false: nothing is ever skipped.
+func (p *ProcessTB) Skipped() bool { return false }
+
+// Log writes args as a line to the log writer.
+func (p *ProcessTB) Log(args ...any) { fmt.Fprintln(p.log, args...) }
+
+// Logf writes a formatted line to the log writer.
 func (p *ProcessTB) Logf(f string, args ...any) { fmt.Fprintf(p.log, f+"\n", args...) }
 
 // Cleanup registers f to run in Close.
