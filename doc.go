@@ -30,9 +30,9 @@
 //
 // # Time
 //
-// Every wait goes through a [Sleeper], once per wait. The default sleeps in
-// real time and, in the context variants, returns early when the context is
-// done. A test passes a fake one with [WithSleeper], such as
+// The default sleeper waits in real time and, in the context variants,
+// returns early when the context is done. A [Sleeper] given with
+// [WithSleeper] is called instead, once per wait, a zero wait included. A test passes a fake one with [WithSleeper], such as
 // k8s.io/utils/clock/testing.FakeClock, and a fixed jitter source with
 // [WithRand], so nothing sleeps and every wait is known:
 //

@@ -36,8 +36,8 @@ var DefaultBackoff = Backoff{
 // wait of its own, as client-go's rest.Request does by default.
 var DefaultRetryAfterBackoff = Backoff{Steps: 11, Factor: 1.0}
 
-// Sleeper waits. Every loop waits through one, once per wait, a zero wait
-// included. k8s.io/utils/clock.RealClock and
+// Sleeper waits. A loop given one through [WithSleeper] calls Sleep once per
+// wait, a zero wait included. k8s.io/utils/clock.RealClock and
 // k8s.io/utils/clock/testing.FakeClock satisfy it, so a test passes a
 // FakeClock through [WithSleeper] and reads the time slept from it.
 type Sleeper interface {
@@ -322,6 +322,8 @@ func (o *options) canStart(c loopContext, d time.Duration) error {
 	return o.contextEnds(c.ctx, d)
 }
 
+// contextEnds is canStart's slow path, kept apart so that canStart inlines
+// and the plain loops pay nothing for it.
 func (o *options) contextEnds(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
