@@ -4,9 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -139,4 +146,306 @@ func ExampleParseRetryAfter() {
 	// "Wed, 21 Oct 2015 07:00:00 GMT": 0s true
 	// "+5": 0s false
 	// "1.5": 0s false
+}
+
+// Counter is a small API object for the examples, shaped like every
+// Kubernetes type: TypeMeta, ObjectMeta (which holds the resourceVersion)
+// and its own fields. *Counter is a retry.Object.
+type Counter struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Count int
+	Owner string
+}
+
+// DeepCopyObject copies c, as the generated deep-copy functions do.
+func (c *Counter) DeepCopyObject() runtime.Object {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// counters keeps Counters the way an API server does: Get returns a copy,
+// and Update must carry the resourceVersion it read, or it fails with a 409
+// Conflict. It counts the requests it serves.
+type counters struct {
+	objs          map[string]*Counter
+	version       int
+	gets, updates int
+	beforeUpdate  func()  // if set, runs before each update: another writer
+	failGets      []error // errors for the next gets, in order
+	loseReply     int     // the number of the update that is applied but whose reply is lost
+}
+
+func newCounters(names ...string) *counters {
+	s := &counters{objs: map[string]*Counter{}}
+	for _, n := range names {
+		s.version++
+		s.objs[n] = &Counter{ObjectMeta: metav1.ObjectMeta{Name: n, ResourceVersion: strconv.Itoa(s.version)}}
+	}
+	return s
+}
+
+var counterResource = schema.GroupResource{Group: "example.com", Resource: "counters"}
+
+func (s *counters) Get(_ context.Context, name string) (*Counter, error) {
+	s.gets++
+	if len(s.failGets) > 0 {
+		err := s.failGets[0]
+		s.failGets = s.failGets[1:]
+		return nil, err
+	}
+	obj, ok := s.objs[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(counterResource, name)
+	}
+	return obj.DeepCopyObject().(*Counter), nil
+}
+
+func (s *counters) Update(_ context.Context, c *Counter) (*Counter, error) {
+	s.updates++
+	if s.beforeUpdate != nil {
+		s.beforeUpdate()
+	}
+	stored, ok := s.objs[c.Name]
+	if !ok {
+		return nil, apierrors.NewNotFound(counterResource, c.Name)
+	}
+	if c.ResourceVersion != stored.ResourceVersion {
+		return nil, apierrors.NewConflict(counterResource, c.Name, errors.New("the object has been modified"))
+	}
+	s.version++
+	stored = c.DeepCopyObject().(*Counter)
+	stored.ResourceVersion = strconv.Itoa(s.version)
+	s.objs[c.Name] = stored
+	if s.updates == s.loseReply {
+		return nil, &url.Error{Op: "Put", URL: "https://apiserver/counters/" + c.Name, Err: io.EOF}
+	}
+	return stored.DeepCopyObject().(*Counter), nil
+}
+
+// touch is another writer: it changes name behind everyone's back.
+func (s *counters) touch(name string) {
+	s.version++
+	obj := s.objs[name].DeepCopyObject().(*Counter)
+	obj.Count += 100
+	obj.ResourceVersion = strconv.Itoa(s.version)
+	s.objs[name] = obj
+}
+
+func ExampleUpdateOnConflict() {
+	ctx := context.Background()
+	api := newCounters("jobs")
+	cached, _ := api.Get(ctx, "jobs") // what an informer's lister holds
+	api.touch("jobs")                 // another writer gets in: the cache is now stale
+	api.gets = 0
+
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	claim := func(c *Counter) error { // idempotent: changes nothing the second time
+		c.Owner = "controller-a"
+		return nil
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []retry.Option{
+		retry.WithSleeper(clk),
+		retry.WithRand(func() float64 { return 0 }), // no jitter: 10ms
+		retry.WithOnRetry(func(e retry.RetryEvent) {
+			fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, apierrors.ReasonForError(e.Err), e.Delay)
+		}),
+	}
+
+	obj, err := retry.UpdateOnConflict(ctx, retry.DefaultRetry, cached, get, claim, api.Update, opts...)
+	fmt.Printf("err: %v; owner %q, count %d, resourceVersion %s\n", err, obj.Owner, obj.Count, obj.ResourceVersion)
+	fmt.Printf("requests: %d get, %d update; the cached object is untouched: owner %q\n", api.gets, api.updates, cached.Owner)
+
+	// The same call on the object it returned: nothing to change, no request.
+	api.gets, api.updates = 0, 0
+	again, err := retry.UpdateOnConflict(ctx, retry.DefaultRetry, obj, get, claim, api.Update, opts...)
+	fmt.Printf("again: err %v, resourceVersion %s, requests: %d get, %d update\n", err, again.ResourceVersion, api.gets, api.updates)
+	// Output:
+	// attempt 1: Conflict; waiting 10ms
+	// err: <nil>; owner "controller-a", count 100, resourceVersion 3
+	// requests: 1 get, 2 update; the cached object is untouched: owner ""
+	// again: err <nil>, resourceVersion 3, requests: 0 get, 0 update
+}
+
+func ExampleObject() {
+	// The zero Object, a nil pointer, as current means "nothing cached":
+	// UpdateOnConflict reads the object with get first.
+	ctx := context.Background()
+	api := newCounters("jobs")
+	var current *Counter
+	obj, err := retry.UpdateOnConflict(ctx, retry.DefaultRetry, current,
+		func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") },
+		func(c *Counter) error { c.Count++; return nil },
+		api.Update)
+	fmt.Printf("err: %v, count %d; requests: %d get, %d update\n", err, obj.Count, api.gets, api.updates)
+	// Output:
+	// err: <nil>, count 1; requests: 1 get, 1 update
+}
+
+func ExampleOnErrorValue() {
+	// A typed read that the server refuses twice while it restarts.
+	ctx := context.Background()
+	api := newCounters("jobs")
+	api.failGets = []error{
+		apierrors.NewServiceUnavailable("the apiserver is shutting down"),
+		&url.Error{Op: "Get", URL: "https://apiserver/counters/jobs", Err: io.EOF}, // connection dropped
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	backoff := retry.Backoff{Steps: 5, Duration: 200 * time.Millisecond, Factor: 2}
+
+	obj, err := retry.OnErrorValue(ctx, backoff, retry.IsTransient, func(ctx context.Context) (*Counter, error) {
+		return api.Get(ctx, "jobs")
+	},
+		retry.WithSleeper(clk),
+		retry.WithOnRetry(func(e retry.RetryEvent) {
+			fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, e.Err, e.Delay)
+		}),
+	)
+	fmt.Printf("err: %v, got %s at resourceVersion %s after %d gets\n", err, obj.Name, obj.ResourceVersion, api.gets)
+	// Output:
+	// attempt 1: the apiserver is shutting down; waiting 200ms
+	// attempt 2: Get "https://apiserver/counters/jobs": EOF; waiting 400ms
+	// err: <nil>, got jobs at resourceVersion 1 after 3 gets
+}
+
+// responseError is what a plain net/http caller returns for a reply it
+// will retry: the response, so that the loop can read its Retry-After.
+type responseError struct{ resp *http.Response }
+
+func (e *responseError) Error() string { return "server replied " + e.resp.Status }
+
+// replies is an http.RoundTripper that answers from a list, standing in for
+// a server; nothing goes on the network.
+type replies []*http.Response
+
+func (r *replies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp := (*r)[0]
+	*r = (*r)[1:]
+	resp.Request = req
+	resp.Body = io.NopCloser(strings.NewReader(""))
+	return resp, nil
+}
+
+func reply(code int, retryAfter string) *http.Response {
+	h := http.Header{}
+	if retryAfter != "" {
+		h.Set("Retry-After", retryAfter)
+	}
+	return &http.Response{StatusCode: code, Status: fmt.Sprint(code, " ", http.StatusText(code)), Header: h}
+}
+
+func ExampleWithRetryAfter() {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	start := clk.Now()
+	// The server asks for 2s in delay-seconds, then for a time 5s ahead as
+	// an HTTP-date, then answers.
+	client := &http.Client{Transport: &replies{
+		reply(http.StatusTooManyRequests, "2"),
+		reply(http.StatusServiceUnavailable, clk.Now().Add(2*time.Second+5*time.Second).Format(http.TimeFormat)),
+		reply(http.StatusOK, ""),
+	}}
+	call := func(ctx context.Context) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://example.com/api", nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 400 {
+			return 0, &responseError{resp}
+		}
+		return resp.StatusCode, nil
+	}
+	retriable := func(err error) bool {
+		var re *responseError
+		return errors.As(err, &re)
+	}
+	serverDelay := func(err error) (time.Duration, bool) {
+		var re *responseError
+		if !errors.As(err, &re) {
+			return 0, false
+		}
+		return retry.ResponseRetryAfter(re.resp, clk.Now())
+	}
+
+	code, err := retry.OnErrorValue(context.Background(), retry.DefaultRetryAfterBackoff, retriable, call,
+		retry.WithRetryAfter(serverDelay),
+		retry.WithSleeper(clk),
+		retry.WithOnRetry(func(e retry.RetryEvent) {
+			fmt.Printf("attempt %d: %v, server asks %v; waiting %v\n", e.Attempt, e.Err, e.RetryAfter, e.Delay)
+		}),
+	)
+	fmt.Println("err:", err, "status:", code, "slept:", clk.Since(start))
+	// Output:
+	// attempt 1: server replied 429 Too Many Requests, server asks 2s; waiting 2s
+	// attempt 2: server replied 503 Service Unavailable, server asks 5s; waiting 5s
+	// err: <nil> status: 200 slept: 7s
+}
+
+func ExampleIsTransient() {
+	for _, err := range []error{
+		apierrors.NewTooManyRequests("slow down", 1),
+		apierrors.NewInternalError(errors.New("etcd leader changed")),
+		fmt.Errorf("update: %w", apierrors.NewServiceUnavailable("shutting down")),
+		&url.Error{Op: "Put", URL: "https://apiserver", Err: io.ErrUnexpectedEOF},
+		apierrors.NewConflict(counterResource, "jobs", errors.New("the object has been modified")),
+		apierrors.NewForbidden(counterResource, "jobs", errors.New("no")),
+		&url.Error{Op: "Put", URL: "https://apiserver", Err: context.Canceled},
+	} {
+		fmt.Printf("%-5v %v\n", retry.IsTransient(err), err)
+	}
+	// Output:
+	// true  slow down
+	// true  Internal error occurred: etcd leader changed
+	// true  update: shutting down
+	// true  Put "https://apiserver": unexpected EOF
+	// false Operation cannot be fulfilled on counters.example.com "jobs": the object has been modified
+	// false counters.example.com "jobs" is forbidden: no
+	// false Put "https://apiserver": context canceled
+}
+
+func ExampleUpdateOnConflict_outage() {
+	// Riding out an outage: an outer loop retries transient failures with a
+	// longer backoff around an inner UpdateOnConflict. The first write meets
+	// another writer's change; the second lands, but the connection drops
+	// before its reply, so its outcome is unknown to the caller. The outer
+	// loop's retry reads the object afresh, finds the change already there
+	// and writes nothing: the change is idempotent, and a repeated write
+	// would carry the resourceVersion it read, so it cannot apply twice.
+	ctx := context.Background()
+	api := newCounters("jobs")
+	api.beforeUpdate = func() {
+		if api.updates == 1 {
+			api.touch("jobs")
+		}
+	}
+	api.loseReply = 2
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	report := func(loop string) retry.Option {
+		return retry.WithOnRetry(func(e retry.RetryEvent) {
+			fmt.Printf("%s: attempt %d: %v; waiting %v\n", loop, e.Attempt, e.Err, e.Delay)
+		})
+	}
+	noJitter := retry.WithRand(func() float64 { return 0 })
+	outage := retry.Backoff{Steps: 6, Duration: time.Second, Factor: 2, Cap: 30 * time.Second}
+
+	obj, err := retry.OnErrorValue(ctx, outage, retry.IsTransient, func(ctx context.Context) (*Counter, error) {
+		return retry.UpdateOnConflict(ctx, retry.DefaultRetry, nil,
+			func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") },
+			func(c *Counter) error { c.Owner = "controller-a"; return nil },
+			api.Update, retry.WithSleeper(clk), noJitter, report("conflict"))
+	}, retry.WithSleeper(clk), noJitter, report("outage"))
+	fmt.Printf("err: %v, owner %q, count %d; requests: %d get, %d update\n", err, obj.Owner, obj.Count, api.gets, api.updates)
+	// Output:
+	// conflict: attempt 1: Operation cannot be fulfilled on counters.example.com "jobs": the object has been modified; waiting 10ms
+	// outage: attempt 1: Put "https://apiserver/counters/jobs": EOF; waiting 1s
+	// err: <nil>, owner "controller-a", count 100; requests: 3 get, 2 update
 }

@@ -2,8 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,10 +29,12 @@ var DefaultBackoff = Backoff{
 	Jitter:   0.1,
 }
 
-// DefaultRetryAfterBackoff is a backoff for [OnRetryAfterError] that waits
-// only as long as the server asks: 1 attempt and up to 10 retries with no
-// wait of its own, as client-go's rest.Request does by default.
-var DefaultRetryAfterBackoff = Backoff{Steps: 11, Factor: 1.0}
+// DefaultRetryAfterBackoff is a backoff for [OnRetryAfterError]: 1 attempt
+// and up to 10 retries, as client-go's rest.Request makes by default, each
+// wait at least 1s and longer when the server asks for longer. The 1s floor
+// keeps a server that suggests a delay of 0 (a 500 ServerTimeout may) from
+// turning the loop into a hot loop.
+var DefaultRetryAfterBackoff = Backoff{Steps: 11, Duration: time.Second, Factor: 1.0}
 
 // Sleeper waits. A loop given one through [WithSleeper] calls Sleep once per
 // wait, a zero wait included. k8s.io/utils/clock.RealClock and
@@ -52,11 +52,12 @@ var _ Sleeper = clock.RealClock{}
 // given to [WithOnRetry] or [WithRand] that captures variables costs the
 // caller one allocation, as any such closure does).
 type Option struct {
-	kind    optionKind
-	sleeper Sleeper
-	rand    func() float64
-	onRetry func(RetryEvent)
-	d       time.Duration
+	kind       optionKind
+	sleeper    Sleeper
+	rand       func() float64
+	onRetry    func(RetryEvent)
+	retryAfter func(error) (time.Duration, bool)
+	d          time.Duration
 }
 
 type optionKind uint8
@@ -68,13 +69,19 @@ const (
 	optMaxDelay
 	optContinueAtCap
 	optOnRetry
+	optRetryAfter
 )
 
 // WithSleeper makes every wait of the loop a call to s.Sleep, exactly once
 // per wait, also for a zero wait. A custom Sleeper is not interrupted when a
-// context is done; the context variants check ctx when it returns. nil
-// means the default: real time, cut short when ctx is done.
+// context is done; the context variants check ctx when it returns. nil,
+// k8s.io/utils/clock.RealClock and a *RealClock mean the default: real
+// time, cut short when ctx is done.
 func WithSleeper(s Sleeper) Option {
+	switch s.(type) {
+	case clock.RealClock, *clock.RealClock:
+		s = nil // RealClock.Sleep cannot be cut short; the default can
+	}
 	return Option{kind: optSleeper, sleeper: s}
 }
 
@@ -110,6 +117,21 @@ func WithOnRetry(f func(RetryEvent)) Option {
 	return Option{kind: optOnRetry, onRetry: f}
 }
 
+// WithRetryAfter makes f the loop's source of a server's delay: after a
+// retriable error err, when d, ok := f(err) is ok, the wait is the longer
+// of [Backoff.Step] and d (a negative d counts as 0), then bounded by
+// [WithMaxDelay]. Step is taken either way, so the backoff advances even
+// when the server's delay wins, as client-go's rest.Request does.
+//
+// [OnRetryAfterError] is [OnError] with WithRetryAfter([RetryAfter]) preset,
+// which a later WithRetryAfter replaces. nil f means the loop's default:
+// [RetryAfter] for the OnRetryAfterError loops, no server delay for the
+// others. To honour a Retry-After header of a plain HTTP call, return an
+// error that carries the response and read it with [ResponseRetryAfter].
+func WithRetryAfter(f func(error) (time.Duration, bool)) Option {
+	return Option{kind: optRetryAfter, retryAfter: f}
+}
+
 // RetryEvent describes a failed attempt and the wait before the next one; see
 // [WithOnRetry].
 type RetryEvent struct {
@@ -120,20 +142,28 @@ type RetryEvent struct {
 	// Delay is the wait about to be slept, after jitter, Retry-After and
 	// [WithMaxDelay].
 	Delay time.Duration
-	// RetryAfter is the delay the server suggested, 0 if none (only
-	// [OnRetryAfterError] and its context variant read it).
+	// RetryAfter is the delay the server suggested, 0 if none (only a loop
+	// with a server-delay source reads it: [OnRetryAfterError], or any loop
+	// given [WithRetryAfter]).
 	RetryAfter time.Duration
+	// Final is true for the wait after the step that reached [Backoff].Cap:
+	// the loop returns when it ends, with no further attempt. It is never
+	// true under [WithContinueAtCap].
+	Final bool
 }
 
 type options struct {
 	sleeper       Sleeper
 	rand          func() float64
 	onRetry       func(RetryEvent)
+	retryAfter    func(error) (time.Duration, bool)
 	maxDelay      time.Duration
 	continueAtCap bool
 }
 
-func (o *options) apply(opts []Option) {
+// apply sets the options in order; WithRetryAfter(nil) restores
+// defaultRetryAfter, the loop's own source.
+func (o *options) apply(opts []Option, defaultRetryAfter func(error) (time.Duration, bool)) {
 	for _, opt := range opts {
 		switch opt.kind {
 		case optSleeper:
@@ -146,6 +176,11 @@ func (o *options) apply(opts []Option) {
 			o.continueAtCap = true
 		case optOnRetry:
 			o.onRetry = opt.onRetry
+		case optRetryAfter:
+			o.retryAfter = opt.retryAfter
+			if o.retryAfter == nil {
+				o.retryAfter = defaultRetryAfter
+			}
 		}
 	}
 }
@@ -162,7 +197,7 @@ func (o *options) apply(opts []Option) {
 // or retriable reaches the caller unchanged. OnError starts no goroutine and
 // is safe for concurrent use.
 func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, false, opts)
+	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, nil, opts)
 }
 
 // RetryOnConflict is [OnError] with apierrors.IsConflict as the predicate,
@@ -171,17 +206,22 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // wrapped error is matched too). It mirrors client-go's
 // retry.RetryOnConflict.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, apierrors.IsConflict, attemptFunc{plain: fn}, false, opts)
+	return run(loopContext{}, backoff, apierrors.IsConflict, attemptFunc{plain: fn}, nil, opts)
 }
 
-// OnRetryAfterError is [OnError] that honours a server's Retry-After: each
-// wait is the longer of [Backoff.Step] and [RetryAfter] of the last error,
-// then bounded by [WithMaxDelay]. Step is taken every time, so the backoff
-// advances even when the server's delay wins, as client-go's rest.Request
-// does. [IsRetryAfterError] is the usual predicate and
+// OnRetryAfterError is [OnError] that honours a server's Retry-After: it is
+// OnError with [WithRetryAfter]([RetryAfter]) preset, so each wait is the
+// longer of [Backoff.Step] and the delay the last error carries, then
+// bounded by [WithMaxDelay]. [IsRetryAfterError] is the usual predicate and
 // [DefaultRetryAfterBackoff] the usual backoff.
+//
+// A call through a client-go clientset already retries a 429 or 5xx that
+// carries a Retry-After, up to 10 times (rest.Request's default
+// MaxRetries), so around such a call this loop multiplies the requests: up
+// to 11 per attempt. Use it for a RESTClient request with MaxRetries(0), a
+// plain HTTP call, or where the caller wants its own bound.
 func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, true, opts)
+	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, RetryAfter, opts)
 }
 
 // OnErrorWithContext is [OnError] under a context. ctx is checked before every
@@ -197,26 +237,41 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // holds. An error fn returns that retriable rejects is returned as it is,
 // context errors included, even when ctx is done.
 func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, false, opts)
+	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, nil, opts)
 }
 
 // RetryOnConflictWithContext is [RetryOnConflict] under a context, as
 // described at [OnErrorWithContext].
 func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, apierrors.IsConflict, attemptFunc{withCtx: fn}, false, opts)
+	return run(newLoopContext(ctx), backoff, apierrors.IsConflict, attemptFunc{withCtx: fn}, nil, opts)
 }
 
 // OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as
 // described at [OnErrorWithContext].
 func OnRetryAfterErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, true, opts)
+	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, RetryAfter, opts)
 }
 
-var (
-	errNilFn        = errors.New("retry: fn is nil")
-	errNilRetriable = errors.New("retry: retriable predicate is nil")
-	errNilContext   = errors.New("retry: ctx is nil")
-)
+// OnErrorValue is [OnErrorWithContext] for an fn that returns a value, such
+// as a typed client's Get or Update: every rule of the context loops holds.
+// On success it returns the value of the attempt that returned nil; with any
+// error it returns the zero T. The success path with no options does not
+// allocate.
+func OnErrorValue[T any](ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) (T, error), opts ...Option) (T, error) {
+	var v, zero T
+	if fn == nil {
+		return zero, errNilFn
+	}
+	err := run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	}}, nil, opts)
+	if err != nil {
+		return zero, err
+	}
+	return v, nil
+}
 
 // attemptFunc is fn in either shape. The plain loops pass theirs as it is,
 // which saves the call through an adapter on every attempt.
@@ -240,15 +295,10 @@ func newLoopContext(ctx context.Context) loopContext {
 	return loopContext{ctx: ctx, done: ctx.Done()}
 }
 
-func (c loopContext) err() error {
-	if c.done == nil {
-		return nil
-	}
-	return c.ctx.Err()
-}
-
-// run is the one loop behind every exported loop.
-func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter bool, opts []Option) error {
+// run is the one loop behind every exported loop. retryAfter is the loop's
+// default server-delay source (nil for none), which [WithRetryAfter]
+// replaces.
+func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter func(error) (time.Duration, bool), opts []Option) error {
 	switch {
 	case fn.plain == nil && fn.withCtx == nil:
 		return errNilFn
@@ -260,16 +310,16 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 	if !b.valid() {
 		return b.invalid()
 	}
-	var o options
+	o := options{retryAfter: retryAfter}
 	if len(opts) > 0 {
-		o.apply(opts)
+		o.apply(opts, retryAfter)
 	}
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		if err := c.err(); err != nil {
-			return newContextError(err, attempt-1, lastErr)
+		if c.done != nil && c.ctx.Err() != nil {
+			return newContextError(c.ctx, attempt-1, lastErr, 0)
 		}
 		var err error
 		if fn.plain != nil {
@@ -286,51 +336,48 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		}
 
 		d := b.step(o.rand)
-		endAfterWait := b.Steps == 0 && !o.continueAtCap // the step reached Cap
+		final := b.Steps == 0 && !o.continueAtCap // the step reached Cap
 		var serverDelay time.Duration
-		if retryAfter {
-			serverDelay, _ = RetryAfter(err)
-			d = max(d, serverDelay)
+		if o.retryAfter != nil {
+			if sd, ok := o.retryAfter(err); ok {
+				serverDelay = max(sd, 0)
+				d = max(d, serverDelay)
+			}
 		}
 		if o.maxDelay > 0 {
 			d = min(d, o.maxDelay)
 		}
 
-		if cerr := o.canStart(c, d); cerr != nil {
-			return newContextError(cerr, attempt, err)
+		if c.done != nil {
+			if cerr := o.contextEnds(c.ctx, attempt, err, d); cerr != nil {
+				return cerr
+			}
 		}
 		if o.onRetry != nil {
-			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay})
+			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay, Final: final})
 		}
 		o.sleep(c.done, d)
-		if endAfterWait {
-			if cerr := c.err(); cerr != nil {
-				return newContextError(cerr, attempt, err)
+		if final {
+			if c.done != nil && c.ctx.Err() != nil {
+				return newContextError(c.ctx, attempt, err, 0)
 			}
 			return err
 		}
 	}
 }
 
-// canStart returns the context error that ends the loop instead of a wait of
-// d: ctx's own, or, for the default sleeper, DeadlineExceeded when the wait
-// would end after ctx's deadline, since the loop would then fail anyway.
-func (o *options) canStart(c loopContext, d time.Duration) error {
-	if c.done == nil {
-		return nil
-	}
-	return o.contextEnds(c.ctx, d)
-}
-
-// contextEnds is canStart's slow path, kept apart so that canStart inlines
-// and the plain loops pay nothing for it.
-func (o *options) contextEnds(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// contextEnds returns the error that ends the loop instead of a wait of d
+// after attempt failed with last: ctx's own when ctx is done, or, for the
+// default sleeper, one matching DeadlineExceeded when the wait would end
+// after ctx's deadline, since the loop would then fail anyway. It is kept
+// apart from run so that the plain loops pay nothing for it.
+func (o *options) contextEnds(ctx context.Context, attempt int, last error, d time.Duration) error {
+	if ctx.Err() != nil {
+		return newContextError(ctx, attempt, last, 0)
 	}
 	if o.sleeper == nil {
 		if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline) {
-			return context.DeadlineExceeded
+			return newContextError(ctx, attempt, last, d)
 		}
 	}
 	return nil
@@ -360,34 +407,4 @@ func sleepUntilDone(done <-chan struct{}, d time.Duration) {
 	case <-done:
 	case <-t.C:
 	}
-}
-
-// contextError is returned when a context ends a loop. It matches both the
-// context's error and the last attempt's error.
-type contextError struct {
-	ctxErr   error
-	attempts int
-	last     error // nil when no attempt was made
-}
-
-func newContextError(ctxErr error, attempts int, last error) error {
-	return &contextError{ctxErr: ctxErr, attempts: attempts, last: last}
-}
-
-func (e *contextError) Error() string {
-	if e.last == nil {
-		return "retry: " + e.ctxErr.Error() + " before the first attempt"
-	}
-	unit := "attempts"
-	if e.attempts == 1 {
-		unit = "attempt"
-	}
-	return fmt.Sprintf("retry: %v after %d %s, last error: %v", e.ctxErr, e.attempts, unit, e.last)
-}
-
-func (e *contextError) Unwrap() []error {
-	if e.last == nil {
-		return []error{e.ctxErr}
-	}
-	return []error{e.ctxErr, e.last}
 }

@@ -270,6 +270,8 @@ func TestOnErrorRules(t *testing.T) {
 		// backoff without jitter, each bounded by maxDelay when positive.
 		waits    int
 		maxDelay time.Duration
+		// continueAtCap passes WithContinueAtCap.
+		continueAtCap bool
 	}{
 		{
 			name:      "nil at once",
@@ -322,11 +324,11 @@ func TestOnErrorRules(t *testing.T) {
 			waits: 2,
 		},
 		{
-			name:      "WithContinueAtCap goes on at the Cap until Steps",
-			backoff:   retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Cap: 3 * time.Second},
-			opts:      []retry.Option{retry.WithContinueAtCap()},
-			errs:      []error{conflict(1), conflict(2), conflict(3), conflict(4), conflict(5)},
-			wantCalls: 5, wantErr: 4,
+			name:          "WithContinueAtCap goes on at the Cap until Steps",
+			backoff:       retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Cap: 3 * time.Second},
+			continueAtCap: true,
+			errs:          []error{conflict(1), conflict(2), conflict(3), conflict(4), conflict(5)},
+			wantCalls:     5, wantErr: 4,
 			waits: 4, // 1s, 2s, then the Cap: 3s, 3s
 		},
 		{
@@ -369,7 +371,11 @@ func TestOnErrorRules(t *testing.T) {
 			var rec recorder
 			var events []retry.RetryEvent
 			onRetry := retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) })
-			err := retry.RetryOnConflict(tt.backoff, s.fn, append(tt.opts, retry.WithSleeper(&rec), onRetry)...)
+			opts := append(slices.Clone(tt.opts), retry.WithSleeper(&rec), onRetry)
+			if tt.continueAtCap {
+				opts = append(opts, retry.WithContinueAtCap())
+			}
+			err := retry.RetryOnConflict(tt.backoff, s.fn, opts...)
 			assert.Equal(t, tt.wantCalls, s.calls, "calls")
 			if tt.wantErr < 0 {
 				assert.NoError(t, err)
@@ -380,17 +386,21 @@ func TestOnErrorRules(t *testing.T) {
 			noJitter := tt.backoff
 			noJitter.Jitter = 0
 			var want []time.Duration
-			for _, d := range oracleSteps(noJitter, tt.waits) {
+			var final []bool // the wait follows the step that reached the Cap
+			oracle := wait.Backoff(noJitter)
+			for range tt.waits {
+				d := oracle.Step()
 				if tt.maxDelay > 0 {
 					d = min(d, tt.maxDelay)
 				}
 				want = append(want, d)
+				final = append(final, oracle.Steps == 0 && !tt.continueAtCap)
 			}
 			assert.Equal(t, want, rec.waits)
 			// Every wait slept is reported first, the one at the Cap too.
 			require.Len(t, events, len(rec.waits))
 			for i, e := range events {
-				assert.Equal(t, retry.RetryEvent{Attempt: i + 1, Err: tt.errs[i], Delay: rec.waits[i]}, e)
+				assert.Equal(t, retry.RetryEvent{Attempt: i + 1, Err: tt.errs[i], Delay: rec.waits[i], Final: final[i]}, e)
 			}
 		})
 	}
@@ -665,8 +675,7 @@ func TestDefaultSleeperNotStartedPastDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, s.errs[0])
 	assert.Equal(t, 1, s.calls)
 	assert.Zero(t, events, "a wait not started is not reported")
-	assert.Contains(t, err.Error(), "context deadline exceeded")
-	assert.Contains(t, err.Error(), s.errs[0].Error())
+	assert.Equal(t, "retry: waiting 2h0m0s would exceed the context deadline after 1 attempt, last error: "+s.errs[0].Error(), err.Error())
 }
 
 func TestDefaultSleeperStartsWaitBeforeDeadline(t *testing.T) {

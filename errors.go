@@ -1,0 +1,139 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
+
+var (
+	errNilFn        = errors.New("retry: fn is nil")
+	errNilRetriable = errors.New("retry: retriable predicate is nil")
+	errNilContext   = errors.New("retry: ctx is nil")
+)
+
+// IsTransient reports whether err is a failure that a later identical
+// request may not meet: a predicate for [OnError] and [OnErrorValue] around
+// a call to the API server.
+//
+// It is true for an API error (found through wrapping) with status 429 Too
+// Many Requests or 5xx other than 501 Not Implemented, for a transport error
+// that k8s.io/apimachinery/pkg/util/net recognizes (IsConnectionRefused,
+// IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost), and for a
+// net.Error whose Timeout() is true, such as an http.Client timeout
+// (rest.Config.Timeout). It is false for nil, for a Conflict and every other
+// 4xx, and for the context package's own errors, context.Canceled and
+// context.DeadlineExceeded, wrapped too (a url.Error included): the caller
+// gave up, and another attempt under the same context would fail as well.
+// A net/http or net timeout also answers errors.Is(err,
+// context.DeadlineExceeded) with true, but it is the timeout of one request,
+// not the caller's context, so it counts as transient.
+//
+// A transport error after the request was sent leaves its outcome unknown:
+// the server may have applied the change. Retry a non-idempotent change
+// only when a repeat is harmless, or carries the resourceVersion it read so
+// that a repeat fails with a Conflict ([UpdateOnConflict] does both).
+func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || isDeadlineExceeded(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := int(status.Status().Code)
+		return code == http.StatusTooManyRequests ||
+			code >= 500 && code <= 599 && code != http.StatusNotImplemented
+	}
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// isDeadlineExceeded reports whether context.DeadlineExceeded itself is in
+// err's tree. Unlike errors.Is, it does not ask the errors' Is methods, by
+// which net/http's and net's timeouts claim to be DeadlineExceeded.
+func isDeadlineExceeded(err error) bool {
+	for err != nil {
+		if err == context.DeadlineExceeded {
+			return true
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if isDeadlineExceeded(inner) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// contextError is returned when a context ends a loop. It matches the
+// context's error, its cause when that differs, and the last attempt's
+// error.
+type contextError struct {
+	ctxErr   error
+	cause    error // context.Cause(ctx) when it differs from ctxErr, else nil
+	attempts int
+	last     error         // nil when no attempt was made
+	wait     time.Duration // > 0: the wait not started because it would outlast the deadline
+}
+
+// newContextError builds the error for a loop that ctx ended after attempts
+// attempts, the last of which failed with last. A positive wait means the
+// loop did not start that wait because it would end after ctx's deadline;
+// ctx is not done yet then, and the error matches DeadlineExceeded.
+func newContextError(ctx context.Context, attempts int, last error, wait time.Duration) error {
+	e := &contextError{ctxErr: context.DeadlineExceeded, attempts: attempts, last: last, wait: wait}
+	if wait <= 0 {
+		e.ctxErr = ctx.Err()
+		if cause := context.Cause(ctx); cause != e.ctxErr {
+			e.cause = cause
+		}
+	}
+	return e
+}
+
+func (e *contextError) Error() string {
+	what := e.ctxErr.Error()
+	switch {
+	case e.wait > 0:
+		what = fmt.Sprintf("waiting %v would exceed the context deadline", e.wait)
+	case e.cause != nil:
+		what += " (cause: " + e.cause.Error() + ")"
+	}
+	if e.last == nil {
+		return "retry: " + what + " before the first attempt"
+	}
+	unit := "attempts"
+	if e.attempts == 1 {
+		unit = "attempt"
+	}
+	return fmt.Sprintf("retry: %s after %d %s, last error: %v", what, e.attempts, unit, e.last)
+}
+
+func (e *contextError) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	errs = append(errs, e.ctxErr)
+	if e.cause != nil {
+		errs = append(errs, e.cause)
+	}
+	if e.last != nil {
+		errs = append(errs, e.last)
+	}
+	return errs
+}
