@@ -1,0 +1,299 @@
+// Package faultproxy is a TCP proxy on loopback that injects the faults a
+// client of the Kubernetes API server meets on a bad day: every open
+// connection reset at once, responses held back past the client's timeout,
+// and a backend that goes away and comes back at another address (an
+// apiserver restarted behind a fixed address). It forwards bytes and knows
+// nothing of TLS or HTTP, so the client's TLS session runs end to end with
+// the server behind it.
+package faultproxy
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stats counts what a Proxy did.
+type Stats struct {
+	// Accepted is the number of client connections accepted.
+	Accepted int64
+	// DialErrors is the number of accepted connections whose backend could
+	// not be dialed; each was reset.
+	DialErrors int64
+	// ResetAlls is the number of ResetAll calls, and Resets the number of
+	// proxied connections they reset.
+	ResetAlls, Resets int64
+	// Delays is the number of Delay calls, and HeldChunks the number of
+	// reads from a backend whose forwarding a delay held back.
+	Delays, HeldChunks int64
+}
+
+// Proxy forwards each connection accepted on its loopback address to the
+// current backend address. Its methods are safe for concurrent use.
+type Proxy struct {
+	ln   net.Listener
+	done chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	backend   string
+	conns     map[*pair]struct{}
+	holdUntil time.Time // the backends' bytes wait until then
+	closed    bool
+
+	wg sync.WaitGroup
+
+	accepted, dialErrors, resetAlls, resets, delays, heldChunks atomic.Int64
+}
+
+// pair is one proxied connection: the client's side and the backend's.
+type pair struct {
+	client, backend *net.TCPConn
+	once            sync.Once
+	done            chan struct{} // closed when the pair is closed
+}
+
+// New starts a proxy on 127.0.0.1, on a port the kernel picks, that
+// forwards to backend (host:port). Close stops it.
+func New(backend string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{
+		ln:      ln,
+		done:    make(chan struct{}),
+		backend: backend,
+		conns:   make(map[*pair]struct{}),
+	}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr is the proxy's address, host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetBackend makes new connections go to backend. Open connections stay
+// with the backend they were made to.
+func (p *Proxy) SetBackend(backend string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.backend = backend
+}
+
+// ResetAll resets every open connection, on both sides (SO_LINGER 0, so
+// each peer receives a TCP RST rather than an orderly close), and returns
+// how many it reset.
+func (p *Proxy) ResetAll() int {
+	p.mu.Lock()
+	pairs := make([]*pair, 0, len(p.conns))
+	for c := range p.conns {
+		pairs = append(pairs, c)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, c := range pairs {
+		if c.reset() {
+			n++
+		}
+	}
+	p.resetAlls.Add(1)
+	p.resets.Add(int64(n))
+	return n
+}
+
+// Delay holds back every byte from the backends, on open connections and
+// on new ones (a new TLS handshake included), for d from now; the bytes
+// then flow again, in order. The client's bytes still reach the server.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	until := time.Now().Add(d)
+	if until.After(p.holdUntil) {
+		p.holdUntil = until
+	}
+	p.delays.Add(1)
+}
+
+// Stats returns the counts so far.
+func (p *Proxy) Stats() Stats {
+	return Stats{
+		Accepted:   p.accepted.Load(),
+		DialErrors: p.dialErrors.Load(),
+		ResetAlls:  p.resetAlls.Load(),
+		Resets:     p.resets.Load(),
+		Delays:     p.delays.Load(),
+		HeldChunks: p.heldChunks.Load(),
+	}
+}
+
+// Close stops accepting, closes every open connection and returns when
+// all of the proxy's goroutines have ended.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	pairs := make([]*pair, 0, len(p.conns))
+	for c := range p.conns {
+		pairs = append(pairs, c)
+	}
+	p.mu.Unlock()
+	err := p.ln.Close()
+	for _, c := range pairs {
+		c.close()
+	}
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed by Close, or broken: nothing more to accept
+		}
+		p.accepted.Add(1)
+		p.wg.Add(1)
+		go p.serve(c.(*net.TCPConn))
+	}
+}
+
+// serve dials the backend for client and pumps bytes both ways until
+// either side ends or the pair is reset or closed.
+func (p *Proxy) serve(client *net.TCPConn) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	backend := p.backend
+	p.mu.Unlock()
+
+	// A dial to a stopped server is refused at once; the bound only
+	// matters for a backend that does not answer at all.
+	d := net.Dialer{Timeout: 5 * time.Second}
+	bc, err := d.Dial("tcp", backend)
+	if err != nil {
+		// What a client of a load balancer with no live backend sees:
+		// the connection it made is reset.
+		p.dialErrors.Add(1)
+		rst(client)
+		return
+	}
+	c := &pair{client: client, backend: bc.(*net.TCPConn), done: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.close()
+		return
+	}
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+	}()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // client to backend, never held
+		defer wg.Done()
+		if !pump(c.backend, c.client, nil) {
+			c.close()
+		}
+	}()
+	go func() { // backend to client, held while a delay lasts
+		defer wg.Done()
+		if !pump(c.client, c.backend, func() { p.hold(c.done) }) {
+			c.close()
+		}
+	}()
+	wg.Wait()
+	c.close()
+}
+
+// hold blocks while a delay lasts, or until done is closed.
+func (p *Proxy) hold(done <-chan struct{}) {
+	held := false
+	defer func() {
+		if held {
+			p.heldChunks.Add(1)
+		}
+	}()
+	for {
+		p.mu.Lock()
+		wait := time.Until(p.holdUntil)
+		p.mu.Unlock()
+		if wait <= 0 {
+			return
+		}
+		held = true
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-done:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// pump copies from src to dst. At src's EOF it passes the orderly close
+// on (dst's write side is shut, so its peer reads EOF too) and returns
+// true, since the other direction may still carry data; on any other
+// error it returns false. beforeWrite, if not nil, runs before each chunk
+// is written.
+func pump(dst, src *net.TCPConn, beforeWrite func()) bool {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if beforeWrite != nil {
+				beforeWrite()
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return false
+			}
+		}
+		if err == io.EOF {
+			return dst.CloseWrite() == nil
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// reset closes both sides with a TCP RST, and reports whether it did: a
+// pair already closed is left as it is.
+func (c *pair) reset() bool {
+	did := false
+	c.once.Do(func() {
+		rst(c.client)
+		rst(c.backend)
+		close(c.done)
+		did = true
+	})
+	return did
+}
+
+// close closes both sides in an orderly way (unless reset got there first).
+func (c *pair) close() {
+	c.once.Do(func() {
+		c.client.Close()
+		c.backend.Close()
+		close(c.done)
+	})
+}
+
+// rst closes conn so that the peer receives a TCP RST: with SO_LINGER 0,
+// close discards unsent data and resets the connection.
+func rst(conn *net.TCPConn) {
+	_ = conn.SetLinger(0)
+	conn.Close()
+}

@@ -1,0 +1,264 @@
+package faultproxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// echoServer answers each line with its name and the line, until the
+// client closes. It stops when the test ends.
+func echoServer(t *testing.T, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, name+":"+line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func newProxy(t *testing.T, backend string) *Proxy {
+	t.Helper()
+	p, err := New(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+type client struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *client {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &client{conn: c, r: bufio.NewReader(c)}
+}
+
+// roundTrip sends line and returns the answer, or the error, within 5s.
+func (c *client) roundTrip(line string) (string, error) {
+	if err := c.conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return "", err
+	}
+	if _, err := io.WriteString(c.conn, line+"\n"); err != nil {
+		return "", err
+	}
+	s, err := c.r.ReadString('\n')
+	return strings.TrimSuffix(s, "\n"), err
+}
+
+func TestForwardsAndSwitchesBackend(t *testing.T) {
+	a, b := echoServer(t, "a"), echoServer(t, "b")
+	p := newProxy(t, a)
+	if !strings.HasPrefix(p.Addr(), "127.0.0.1:") {
+		t.Fatalf("proxy listens on %s, want 127.0.0.1", p.Addr())
+	}
+
+	c1 := dial(t, p.Addr())
+	if got, err := c1.roundTrip("hello"); err != nil || got != "a:hello" {
+		t.Fatalf("through the proxy: %q, %v; want a:hello", got, err)
+	}
+
+	p.SetBackend(b)
+	c2 := dial(t, p.Addr())
+	if got, err := c2.roundTrip("hi"); err != nil || got != "b:hi" {
+		t.Fatalf("a new connection after SetBackend: %q, %v; want b:hi", got, err)
+	}
+	// An open connection stays with the backend it was made to.
+	if got, err := c1.roundTrip("again"); err != nil || got != "a:again" {
+		t.Fatalf("the old connection after SetBackend: %q, %v; want a:again", got, err)
+	}
+	if s := p.Stats(); s.Accepted != 2 || s.DialErrors != 0 || s.Resets != 0 {
+		t.Fatalf("stats %+v, want 2 accepted and nothing else", s)
+	}
+}
+
+func TestResetAll(t *testing.T) {
+	p := newProxy(t, echoServer(t, "a"))
+	const n = 3
+	clients := make([]*client, n)
+	for i := range clients {
+		clients[i] = dial(t, p.Addr())
+		// A round trip proves the proxy holds the connection open.
+		if _, err := clients[i].roundTrip("x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if got := p.ResetAll(); got != n {
+		t.Fatalf("ResetAll reset %d connections, want %d", got, n)
+	}
+	for i, c := range clients {
+		_, err := c.roundTrip("after")
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("client %d after ResetAll: %v, want ECONNRESET", i, err)
+		}
+	}
+	if got := p.ResetAll(); got != 0 {
+		t.Errorf("a second ResetAll reset %d connections, want 0", got)
+	}
+	if s := p.Stats(); s.ResetAlls != 2 || s.Resets != n {
+		t.Errorf("stats %+v, want 2 ResetAlls and %d Resets", s, n)
+	}
+
+	// The proxy still serves new connections.
+	if got, err := dial(t, p.Addr()).roundTrip("new"); err != nil || got != "a:new" {
+		t.Fatalf("a new connection after ResetAll: %q, %v", got, err)
+	}
+}
+
+func TestDelayHoldsResponses(t *testing.T) {
+	p := newProxy(t, echoServer(t, "a"))
+	c := dial(t, p.Addr())
+	if _, err := c.roundTrip("warm"); err != nil {
+		t.Fatal(err)
+	}
+
+	const delay = 400 * time.Millisecond
+	start := time.Now()
+	p.Delay(delay)
+	if _, err := io.WriteString(c.conn, "held\n"); err != nil {
+		t.Fatal(err)
+	}
+	// A reader with a shorter timeout than the delay times out ...
+	if err := c.conn.SetReadDeadline(time.Now().Add(delay / 4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.r.ReadString('\n'); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read during the delay: %v, want a timeout", err)
+	}
+	// ... and the answer arrives, intact, once the delay is over.
+	if err := c.conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.r.ReadString('\n')
+	if err != nil || got != "a:held\n" {
+		t.Fatalf("read after the delay: %q, %v", got, err)
+	}
+	if waited := time.Since(start); waited < delay {
+		t.Errorf("answer after %v, before the delay of %v ended", waited, delay)
+	}
+	if s := p.Stats(); s.Delays != 1 || s.HeldChunks < 1 {
+		t.Errorf("stats %+v, want 1 Delay and at least 1 held chunk", s)
+	}
+
+	// After the delay, answers are prompt again.
+	start = time.Now()
+	if _, err := c.roundTrip("quick"); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= delay {
+		t.Errorf("a round trip after the delay took %v", took)
+	}
+}
+
+func TestDeadBackendResetsClient(t *testing.T) {
+	// A port that was just free, now closed: dials to it are refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+
+	p := newProxy(t, dead)
+	// On loopback the reset often arrives before connect returns, so the
+	// dial itself fails; otherwise the first read does.
+	c, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		defer c.Close()
+		cl := &client{conn: c, r: bufio.NewReader(c)}
+		_, err = cl.roundTrip("anyone?")
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("through a proxy whose backend is down: %v, want ECONNRESET", err)
+	}
+	if s := p.Stats(); s.DialErrors != 1 {
+		t.Fatalf("stats %+v, want 1 dial error", s)
+	}
+}
+
+func TestCloseEndsEverything(t *testing.T) {
+	p, err := New(echoServer(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	if _, err := c.roundTrip("x"); err != nil {
+		t.Fatal(err)
+	}
+	p.Delay(time.Hour) // Close must not wait for it
+	done := make(chan error, 1)
+	go func() { done <- p.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return within 5s")
+	}
+	if _, err := c.roundTrip("after close"); err == nil {
+		t.Fatal("a round trip through a closed proxy succeeded")
+	}
+	if _, err := net.Dial("tcp", p.Addr()); err == nil {
+		t.Fatal("a closed proxy still accepts connections")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
