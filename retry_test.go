@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kuberetry/retry"
@@ -792,8 +793,12 @@ func TestSuccessPathAllocations(t *testing.T) {
 	}))
 	clk := testingclock.NewFakeClock(time.Time{})
 	assert.Zero(t, testing.AllocsPerRun(100, func() {
-		_ = retry.RetryOnConflict(retry.DefaultBackoff, ok, retry.WithSleeper(clk), retry.WithMaxDelay(time.Second), retry.WithContinueAtCap())
+		_ = retry.RetryOnConflict(retry.DefaultBackoff, ok, retry.WithSleeper(clk), retry.WithMaxDelay(time.Second), retry.WithContinueAtCap(), retry.WithRetryAfter(retry.RetryAfter))
 	}), "options are values")
+	okValue := func(context.Context) (string, error) { return "done", nil }
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_, _ = retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, okValue)
+	}), "OnErrorValue")
 }
 
 var sink error
@@ -811,6 +816,17 @@ func BenchmarkRetryOnConflictSuccess(b *testing.B) {
 	fn := func() error { return nil }
 	for b.Loop() {
 		sink = retry.RetryOnConflict(retry.DefaultRetry, fn)
+	}
+}
+
+var valueSink string
+
+func BenchmarkOnErrorValueSuccess(b *testing.B) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	fn := func(context.Context) (string, error) { return "done", nil }
+	for b.Loop() {
+		valueSink, sink = retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, fn)
 	}
 }
 
@@ -1001,4 +1017,266 @@ func reportPercentiles(b *testing.B, ds []time.Duration, what string) {
 	}
 	b.ReportMetric(at(0.50), "p50-"+what+"-µs")
 	b.ReportMetric(at(0.99), "p99-"+what+"-µs")
+}
+
+// valueScript is a value-returning fn: attempt i returns (i, errs[i-1]),
+// repeating the last error.
+func (s *script) valueFn(context.Context) (int, error) {
+	err := s.fn()
+	return s.calls, err
+}
+
+func TestOnErrorValueMatchesOnErrorWithContext(t *testing.T) {
+	t.Parallel()
+	// OnErrorValue runs on the same loop as OnErrorWithContext: for random
+	// backoffs and scripts both make the same calls and waits and return the
+	// same error; on success OnErrorValue returns that attempt's value, on
+	// any error the zero value.
+	r := rand.New(rand.NewPCG(9, 10))
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("no"))
+	for i := range 300 {
+		b := retry.Backoff{
+			Steps:    1 + r.IntN(6),
+			Duration: time.Duration(r.IntN(5)) * time.Second,
+			Factor:   float64(r.IntN(4)),
+			Jitter:   float64(r.IntN(2)) / 2,
+			Cap:      time.Duration(r.IntN(3)) * 4 * time.Second,
+		}
+		var errs []error
+		for j := range 1 + r.IntN(7) {
+			switch r.IntN(5) {
+			case 0:
+				errs = append(errs, nil)
+			case 1:
+				errs = append(errs, forbidden)
+			default:
+				errs = append(errs, conflict(j+1))
+			}
+		}
+		jitter := func() float64 { return 0.25 }
+		var recA, recB recorder
+		a := &script{errs: errs}
+		errA := retry.OnErrorWithContext(context.Background(), b, apierrors.IsConflict, a.ctxFn, retry.WithSleeper(&recA), retry.WithRand(jitter))
+		v := &script{errs: errs}
+		got, errB := retry.OnErrorValue(context.Background(), b, apierrors.IsConflict, v.valueFn, retry.WithSleeper(&recB), retry.WithRand(jitter))
+		require.Equal(t, a.calls, v.calls, "case %d: calls", i)
+		require.Equal(t, recA.waits, recB.waits, "case %d: waits", i)
+		if errA == nil {
+			require.NoError(t, errB, "case %d", i)
+		} else {
+			require.Same(t, errA, errB, "case %d: error", i)
+		}
+		if errB == nil {
+			require.Equal(t, v.calls, got, "case %d: the value of the attempt that succeeded", i)
+		} else {
+			require.Zero(t, got, "case %d: the zero value with an error", i)
+		}
+	}
+}
+
+func TestOnErrorValueRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	called := false
+	fn := func(context.Context) (int, error) { called = true; return 1, nil }
+	var nilCtx context.Context
+	tests := []struct {
+		name string
+		run  func() (int, error)
+		want string
+	}{
+		{"nil fn", func() (int, error) {
+			return retry.OnErrorValue[int](context.Background(), retry.DefaultRetry, apierrors.IsConflict, nil)
+		}, "retry: fn is nil"},
+		{"nil retriable", func() (int, error) {
+			return retry.OnErrorValue(context.Background(), retry.DefaultRetry, nil, fn)
+		}, "retry: retriable predicate is nil"},
+		{"nil ctx", func() (int, error) {
+			return retry.OnErrorValue(nilCtx, retry.DefaultRetry, apierrors.IsConflict, fn)
+		}, "retry: ctx is nil"},
+		{"zero Backoff", func() (int, error) {
+			return retry.OnErrorValue(context.Background(), retry.Backoff{}, apierrors.IsConflict, fn)
+		}, "Steps 0 is below 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got int
+			var err error
+			require.NotPanics(t, func() { got, err = tt.run() })
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Zero(t, got)
+		})
+	}
+	assert.False(t, called)
+}
+
+func TestOnErrorValueContextEnded(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := conflicts(5)
+	rec := recorder{hook: cancel}
+	got, err := retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, s.valueFn, retry.WithSleeper(&rec))
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, s.errs[0])
+	assert.Zero(t, got)
+	assert.Equal(t, 1, s.calls)
+}
+
+func TestWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	// The server-delay source: each wait is max(Step(), d) when ok, d
+	// negative counting as 0, then WithMaxDelay; the event reports d.
+	delays := map[string]struct {
+		d  time.Duration
+		ok bool
+	}{
+		"cm-1": {3 * time.Second, true},  // longer than the step: wins
+		"cm-2": {time.Second, true},      // shorter: the step wins
+		"cm-3": {-5 * time.Second, true}, // negative counts as 0
+		"cm-4": {time.Hour, false},       // not ok: ignored
+		"cm-5": {10 * time.Minute, true}, // bounded by WithMaxDelay
+	}
+	source := func(err error) (time.Duration, bool) {
+		for name, v := range delays {
+			if strings.Contains(err.Error(), `"`+name+`"`) {
+				return v.d, v.ok
+			}
+		}
+		t.Errorf("no delay for %v", err)
+		return 0, false
+	}
+	b := retry.Backoff{Steps: 6, Duration: 2 * time.Second, Factor: 1}
+	var rec recorder
+	var events []retry.RetryEvent
+	s := conflicts(6)
+	err := retry.OnError(b, apierrors.IsConflict, s.fn, retry.WithSleeper(&rec), retry.WithRetryAfter(source),
+		retry.WithMaxDelay(time.Minute), retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))
+	assert.Same(t, s.errs[5], err)
+	assert.Equal(t, []time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, time.Minute}, rec.waits)
+	var reported []time.Duration
+	for _, e := range events {
+		reported = append(reported, e.RetryAfter)
+	}
+	assert.Equal(t, []time.Duration{3 * time.Second, time.Second, 0, 0, 10 * time.Minute}, reported)
+}
+
+func TestOnRetryAfterErrorIsOnErrorWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	errs := []error{throttled(3), serverTimeout(1), throttled(1), nil}
+	b := retry.Backoff{Steps: 5, Duration: 2 * time.Second, Factor: 1}
+	onRetryAfter := func(opts ...retry.Option) error {
+		return retry.OnRetryAfterError(b, retry.IsRetryAfterError, (&script{errs: errs}).fn, opts...)
+	}
+	onError := func(opts ...retry.Option) error {
+		return retry.OnError(b, retry.IsRetryAfterError, (&script{errs: errs}).fn, opts...)
+	}
+	var rec recorder
+	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec)))
+	want := rec.waits
+	assert.Equal(t, []time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second}, want, "max(Step, the server's delay)")
+
+	rec = recorder{}
+	require.NoError(t, onError(retry.WithSleeper(&rec), retry.WithRetryAfter(retry.RetryAfter)))
+	assert.Equal(t, want, rec.waits, "OnError with WithRetryAfter(RetryAfter) is OnRetryAfterError")
+
+	rec = recorder{}
+	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec), retry.WithRetryAfter(func(error) (time.Duration, bool) { return 7 * time.Second, true })))
+	assert.Equal(t, []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second}, rec.waits, "a later WithRetryAfter replaces the preset")
+
+	rec = recorder{}
+	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec), retry.WithRetryAfter(func(error) (time.Duration, bool) { return 7 * time.Second, true }), retry.WithRetryAfter(nil)))
+	assert.Equal(t, want, rec.waits, "WithRetryAfter(nil) restores OnRetryAfterError's RetryAfter")
+
+	rec = recorder{}
+	require.NoError(t, onError(retry.WithSleeper(&rec), retry.WithRetryAfter(nil)))
+	assert.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second}, rec.waits, "WithRetryAfter(nil) on OnError: no server delay")
+}
+
+func TestDefaultRetryAfterBackoffNeverSpins(t *testing.T) {
+	t.Parallel()
+	// A 500 ServerTimeout suggesting 0s passes IsRetryAfterError; every wait
+	// is still at least 1s, 10 of them for 11 attempts.
+	require.True(t, retry.IsRetryAfterError(serverTimeout(0)))
+	clk := testingclock.NewFakeClock(time.Time{})
+	var rec recorder
+	s := &script{errs: []error{serverTimeout(0)}}
+	err := retry.OnRetryAfterError(retry.DefaultRetryAfterBackoff, retry.IsRetryAfterError, s.fn,
+		retry.WithSleeper(&rec), retry.WithOnRetry(func(e retry.RetryEvent) { clk.Step(e.Delay) }))
+	assert.Same(t, s.errs[0], err)
+	assert.Equal(t, 11, s.calls)
+	require.Len(t, rec.waits, 10)
+	for _, d := range rec.waits {
+		assert.GreaterOrEqual(t, d, time.Second)
+	}
+	assert.Equal(t, 10*time.Second, clk.Since(time.Time{}))
+}
+
+func TestContextCauseWrapped(t *testing.T) {
+	t.Parallel()
+	shutdown := errors.New("controller shutting down")
+	t.Run("canceled during a wait", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		s := conflicts(5)
+		rec := recorder{hook: func() { cancel(shutdown) }}
+		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, retry.WithSleeper(&rec))
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, shutdown)
+		assert.ErrorIs(t, err, s.errs[0])
+		assert.Equal(t, "retry: context canceled (cause: controller shutting down) after 1 attempt, last error: "+s.errs[0].Error(), err.Error())
+	})
+	t.Run("deadline passed before the first attempt", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithDeadlineCause(context.Background(), time.Unix(0, 0), shutdown)
+		defer cancel()
+		s := conflicts(5)
+		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.ErrorIs(t, err, shutdown)
+		assert.Zero(t, s.calls)
+		assert.Equal(t, "retry: context deadline exceeded (cause: controller shutting down) before the first attempt", err.Error())
+	})
+	t.Run("no cause given", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(nil) // the cause is then ctx.Err() itself, named once
+		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, conflicts(1).ctxFn)
+		assert.Equal(t, "retry: context canceled before the first attempt", err.Error())
+	})
+}
+
+func TestRealClockSleeperIsTheDefault(t *testing.T) {
+	t.Parallel()
+	// clock.RealClock cannot be cut short, so WithSleeper treats it as the
+	// default sleeper: a wait that would outlast the deadline is not
+	// started, and a cancel cuts a wait short.
+	for name, s := range map[string]retry.Sleeper{"value": clock.RealClock{}, "pointer": &clock.RealClock{}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			c := conflicts(3)
+			done := make(chan error, 1)
+			go func() {
+				done <- retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: 2 * time.Hour}, c.ctxFn, retry.WithSleeper(s))
+			}()
+			select {
+			case err := <-done:
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.Contains(t, err.Error(), "waiting 2h0m0s would exceed the context deadline")
+			case <-time.After(30 * time.Second):
+				cancel()
+				t.Fatal("the loop slept through RealClock instead of returning at once")
+			}
+
+			ctx2, cancel2 := context.WithCancel(context.Background())
+			time.AfterFunc(time.Millisecond, cancel2)
+			start := time.Now()
+			err := retry.RetryOnConflictWithContext(ctx2, retry.Backoff{Steps: 3, Duration: time.Hour}, conflicts(3).ctxFn, retry.WithSleeper(s))
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.Less(t, time.Since(start), 30*time.Second, "the cancel cut the hour's wait short")
+		})
+	}
 }

@@ -1,0 +1,172 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kuberetry/retry"
+)
+
+// refusedErr dials a loopback port that nobody listens on.
+func refusedErr(t *testing.T) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, err = http.Get("http://" + addr + "/")
+	require.Error(t, err)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "%v", err)
+	return err
+}
+
+// resetErr sends a request to a server that reads it and then resets the
+// connection (SO_LINGER 0, then close), as an apiserver's peer does when a
+// proxy or load balancer drops it.
+func resetErr(t *testing.T) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Read(make([]byte, 4096)) // the request has been sent
+		_ = c.(*net.TCPConn).SetLinger(0)
+		_ = c.Close()
+	}()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	_, err = client.Post("http://"+l.Addr().String()+"/", "text/plain", nil)
+	<-served
+	require.Error(t, err)
+	require.ErrorIs(t, err, syscall.ECONNRESET, "%v", err)
+	return err
+}
+
+// clientTimeoutErr calls a server that never answers with an http.Client
+// whose Timeout ends the call.
+func clientTimeoutErr(t *testing.T) error {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	client := &http.Client{Timeout: 5 * time.Millisecond}
+	_, err := client.Get(srv.URL)
+	require.Error(t, err)
+	var netErr net.Error
+	require.True(t, errors.As(err, &netErr) && netErr.Timeout(), "%v", err)
+	return err
+}
+
+// ctxErr calls a server under a context that is done already.
+func ctxErr(t *testing.T, deadline bool) error {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	if deadline {
+		ctx, cancel = context.WithDeadline(context.Background(), time.Unix(0, 0))
+	}
+	cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	_, err = http.DefaultClient.Do(req)
+	var uerr *url.Error
+	require.ErrorAs(t, err, &uerr)
+	return err
+}
+
+// deadlineErr returns a read deadline's timeout on a real connection.
+func deadlineErr(t *testing.T) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetReadDeadline(time.Unix(1, 0)))
+	_, err = c.Read(make([]byte, 1))
+	require.Error(t, err)
+	return err
+}
+
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	gr := schema.GroupResource{Resource: "configmaps"}
+	tests := []struct {
+		name string
+		err  func(t *testing.T) error
+		want bool
+	}{
+		{"nil", func(*testing.T) error { return nil }, false},
+		{"plain error", func(*testing.T) error { return errors.New("boom") }, false},
+
+		{"429 Too Many Requests", func(*testing.T) error { return apierrors.NewTooManyRequests("slow down", 1) }, true},
+		{"429 without Retry-After", func(*testing.T) error { return apierrors.NewTooManyRequests("slow down", 0) }, true},
+		{"500 Internal", func(*testing.T) error { return apierrors.NewInternalError(errors.New("etcd")) }, true},
+		{"500 ServerTimeout", func(*testing.T) error { return apierrors.NewServerTimeout(gr, "update", 0) }, true},
+		{"501 Not Implemented", func(*testing.T) error {
+			return apierrors.NewGenericServerResponse(501, "patch", gr, "cm", "", 0, false)
+		}, false},
+		{"502 Bad Gateway", func(*testing.T) error { return apierrors.NewGenericServerResponse(502, "get", gr, "cm", "", 0, false) }, true},
+		{"503 Service Unavailable", func(*testing.T) error { return apierrors.NewServiceUnavailable("shutting down") }, true},
+		{"504 Gateway Timeout", func(*testing.T) error { return apierrors.NewTimeoutError("slow etcd", 1) }, true},
+		{"wrapped 503", func(*testing.T) error { return fmt.Errorf("sync: %w", apierrors.NewServiceUnavailable("down")) }, true},
+		{"409 Conflict", func(*testing.T) error { return conflict(1) }, false},
+		{"wrapped 409 Conflict", func(*testing.T) error { return fmt.Errorf("sync: %w", conflict(1)) }, false},
+		{"404 Not Found", func(*testing.T) error { return apierrors.NewNotFound(gr, "cm") }, false},
+		{"403 Forbidden", func(*testing.T) error { return apierrors.NewForbidden(gr, "cm", errors.New("no")) }, false},
+		{"422 Invalid", func(*testing.T) error { return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "cm", nil) }, false},
+		{"410 Gone", func(*testing.T) error { return apierrors.NewResourceExpired("too old") }, false},
+
+		{"connection refused", refusedErr, true},
+		{"connection reset", resetErr, true},
+		{"io.EOF in a url.Error", func(*testing.T) error { return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: io.EOF} }, true},
+		{"io.ErrUnexpectedEOF in a url.Error", func(*testing.T) error {
+			return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: io.ErrUnexpectedEOF}
+		}, true},
+		{"http2 connection lost", func(*testing.T) error {
+			return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: errors.New("http2: client connection lost")}
+		}, true},
+		{"http.Client timeout", clientTimeoutErr, true},
+		{"read deadline", deadlineErr, true},
+
+		{"context.Canceled", func(*testing.T) error { return context.Canceled }, false},
+		{"context.DeadlineExceeded", func(*testing.T) error { return context.DeadlineExceeded }, false},
+		{"canceled request in a url.Error", func(t *testing.T) error { return ctxErr(t, false) }, false},
+		{"deadline of the request in a url.Error", func(t *testing.T) error { return ctxErr(t, true) }, false},
+		{"wrapped context error", func(*testing.T) error { return fmt.Errorf("get: %w", context.DeadlineExceeded) }, false},
+		{"a loop ended by its context", func(*testing.T) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return retry.OnErrorWithContext(ctx, retry.DefaultRetry, retry.IsTransient, func(context.Context) error { return nil })
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.err(t)
+			assert.Equal(t, tt.want, retry.IsTransient(err), "%T: %v", err, err)
+		})
+	}
+}
