@@ -1,20 +1,35 @@
 // Package retry retries Kubernetes API writes: an update that meets a 409
-// Conflict, or a request the server throttles with 429 and Retry-After. It
-// mirrors k8s.io/client-go/util/retry, with the same retry counts, waits and
-// returned errors, and adds what that package lacks: contexts, a sleeper that
-// tests can fake, Retry-After, and loud errors for a bad configuration.
+// Conflict, a request the server throttles with 429 and Retry-After, a call
+// that fails while the apiserver restarts. It mirrors
+// k8s.io/client-go/util/retry, with the same retry counts, waits and
+// returned errors, and adds what that package lacks: contexts, a sleeper
+// that tests can fake, Retry-After, the read-change-write loop itself, and
+// loud errors for a bad configuration.
 //
 // # Which loop
 //
-//   - [RetryOnConflict] wraps a read-modify-update closure and retries it on
-//     a Conflict. The closure must get the object afresh on every call.
-//   - [OnError] retries on any error its predicate accepts.
-//   - [OnRetryAfterError] also waits as long as the server asks: each wait is
-//     the longer of the backoff's and the error's [RetryAfter]. Use it with
-//     [IsRetryAfterError] and [DefaultRetryAfterBackoff].
-//   - [OnErrorWithContext], [RetryOnConflictWithContext] and
-//     [OnRetryAfterErrorWithContext] run under a context, which they pass to
-//     fn.
+//   - [UpdateOnConflict] is the read-change-write loop of a controller: it
+//     changes a copy of the cached object, writes it, and on a Conflict reads
+//     the object afresh and tries again. It never modifies the cached object,
+//     skips a write that changes nothing, and returns the written object.
+//   - [RetryOnConflict] and [RetryOnConflictWithContext] retry a closure of
+//     your own on a Conflict, as client-go's do; the closure must get the
+//     object afresh on every call.
+//   - [OnError] and [OnErrorWithContext] retry on any error a predicate
+//     accepts; [OnErrorValue] does the same for a call that returns a value.
+//     [IsTransient] is the predicate for a call that may meet a restarting
+//     or overloaded apiserver.
+//   - [OnRetryAfterError] and [OnRetryAfterErrorWithContext] also wait as
+//     long as the server asks: each wait is the longer of the backoff's and
+//     the error's [RetryAfter]. [WithRetryAfter] gives any loop a source of
+//     server delays, such as [ResponseRetryAfter] for a plain HTTP call.
+//
+// A call through a client-go clientset already retries a 429 or 5xx that
+// carries a Retry-After, up to 10 times (rest.Request's default
+// MaxRetries). Wrapping it in OnRetryAfterError multiplies the requests: up
+// to 11 per attempt, 121 with [DefaultRetryAfterBackoff]. Use
+// OnRetryAfterError for a RESTClient request with MaxRetries(0), a plain
+// HTTP call, or when you want your own bound on the whole operation.
 //
 // # When a loop stops, and what it returns
 //
@@ -24,20 +39,36 @@
 // error itself, not wrapped, so apierrors.IsConflict(err) and err == lastErr
 // both hold. When a step reaches [Backoff].Cap the loop ends after that wait,
 // as apimachinery's wait.ExponentialBackoff does; [WithContinueAtCap] keeps
-// it going at the Cap. A context variant ended by its context returns an
-// error that matches the context's error with [errors.Is] and also wraps the
-// last attempt's error.
+// it going at the Cap. A loop ended by its context returns an error that
+// matches the context's error, its cause (context.Cause) and the last
+// attempt's error with [errors.Is].
+//
+// # Transient failures
+//
+// A connection refused or reset, a timeout, a 5xx or a 429 may pass on its
+// own ([IsTransient]). But a transport error after the request was sent
+// leaves its outcome unknown: the server may have applied the change, and
+// a retried non-idempotent change can then apply twice. Retry only a change
+// that is harmless to repeat (setting a field, adding a key) or one that
+// carries the resourceVersion it read, so that a repeat fails with a
+// Conflict: [UpdateOnConflict] does both, since its retried write carries
+// the resourceVersion its get read. To ride out an outage, put an outer
+// [OnErrorValue] with IsTransient and a longer backoff around an inner
+// UpdateOnConflict (see the example of UpdateOnConflict).
 //
 // # Time
 //
-// The default sleeper waits in real time and, in the context variants,
-// returns early when the context is done. A [Sleeper] given with
-// [WithSleeper] is called instead, once per wait, a zero wait included. A test passes a fake one with [WithSleeper], such as
-// k8s.io/utils/clock/testing.FakeClock, and a fixed jitter source with
-// [WithRand], so nothing sleeps and every wait is known:
+// The default sleeper waits in real time; under a context it returns as
+// soon as the context is done, and it does not start a wait that would end
+// after the context's deadline. WithSleeper(clock.RealClock{}) means the
+// default. A test passes a fake [Sleeper] with [WithSleeper], such as
+// k8s.io/utils/clock/testing.FakeClock, which is called once per wait, a
+// zero wait included, and a fixed jitter source with [WithRand], so nothing
+// sleeps and every wait is known:
 //
 //	clk := testingclock.NewFakeClock(time.Now())
-//	err := retry.RetryOnConflict(retry.DefaultBackoff, update, retry.WithSleeper(clk))
+//	err := retry.RetryOnConflict(retry.DefaultBackoff, update,
+//		retry.WithSleeper(clk), retry.WithRand(func() float64 { return 0 }))
 //
 // [WithMaxDelay] bounds every wait, whatever the backoff or the server says,
 // and [WithOnRetry] reports each wait before it starts, for logs and metrics.
@@ -52,17 +83,23 @@
 //     nil fn or a nil predicate returns an error at once; client-go silently
 //     never calls fn on a zero Backoff and returns "timed out waiting for the
 //     condition".
-//   - A non-retriable error is returned as it is; client-go's OnError swaps
-//     one that wait.Interrupted matches (context.Canceled or
-//     context.DeadlineExceeded, wrapped too) for the previous retriable error
-//     (kubernetes/kubernetes#140402).
+//   - A non-retriable error is returned as it is. client-go's OnError, when
+//     fn returns an error that wait.Interrupted matches (context.Canceled or
+//     context.DeadlineExceeded, wrapped too) after a retriable one, returns
+//     the older retriable error instead; kubernetes/kubernetes#140402 fixed
+//     only the case with no earlier error, which used to return nil.
 //   - Where apimachinery's arithmetic overflows, [Backoff.Step] saturates at
 //     the largest time.Duration and never returns a negative wait.
 //   - [ParseRetryAfter] takes digits only and HTTP-dates; client-go's
 //     strconv.Atoi takes "+5" and "-1" and no dates.
 //
-// The loops and the package's functions and variables are safe for
-// concurrent use ([Backoff.Step] changes its receiver, so one Backoff value
-// must not be stepped from two goroutines); a loop starts no goroutine, and
-// its success path does not allocate.
+// # Concurrency
+//
+// The loops and functions are safe for concurrent use; a loop starts no
+// goroutine, and the success path of [OnError], [RetryOnConflict],
+// [OnErrorValue] and their context variants does not allocate. The loops
+// take their [Backoff] by value, so [DefaultRetry] and the other variables
+// may be passed from any number of goroutines. [Backoff.Step] changes its
+// receiver: to step a default yourself, step a copy (b := retry.DefaultBackoff;
+// b.Step()), never the package's variable.
 package retry

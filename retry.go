@@ -49,8 +49,8 @@ var _ Sleeper = clock.RealClock{}
 // Option configures one call of a loop. Options are applied in order, so a
 // later one of the same kind wins. The zero Option does nothing. Options
 // are plain values: building and passing them does not allocate (a closure
-// given to [WithOnRetry] or [WithRand] that captures variables costs the
-// caller one allocation, as any such closure does).
+// given to [WithOnRetry], [WithRand] or [WithRetryAfter] that captures
+// variables costs the caller one allocation, as any such closure does).
 type Option struct {
 	kind       optionKind
 	sleeper    Sleeper
@@ -232,10 +232,13 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // ctx is checked when it returns. A nil ctx returns an error at once.
 //
 // A loop ended by ctx returns an error that matches ctx's error
-// (context.Canceled or context.DeadlineExceeded) with [errors.Is] and that
-// also wraps the last attempt's error, if any, so apierrors.IsConflict still
-// holds. An error fn returns that retriable rejects is returned as it is,
-// context errors included, even when ctx is done.
+// (context.Canceled or context.DeadlineExceeded) and context.Cause(ctx) with
+// [errors.Is], and that also wraps the last attempt's error, if any, so
+// apierrors.IsConflict still holds. A wait not started because it would
+// outlast the deadline ends the loop with an error that matches
+// context.DeadlineExceeded and says so. An error fn returns that retriable
+// rejects is returned as it is, context errors included, even when ctx is
+// done.
 func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
 	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, nil, opts)
 }
