@@ -128,6 +128,8 @@ func WithOnRetry(f func(RetryEvent)) Option {
 // [RetryAfter] for the OnRetryAfterError loops, no server delay for the
 // others. To honour a Retry-After header of a plain HTTP call, return an
 // error that carries the response and read it with [ResponseRetryAfter].
+// f is called from the loop's goroutine, once per retriable error that a
+// wait follows.
 func WithRetryAfter(f func(error) (time.Duration, bool)) Option {
 	return Option{kind: optRetryAfter, retryAfter: f}
 }
@@ -142,9 +144,9 @@ type RetryEvent struct {
 	// Delay is the wait about to be slept, after jitter, Retry-After and
 	// [WithMaxDelay].
 	Delay time.Duration
-	// RetryAfter is the delay the server suggested, 0 if none (only a loop
-	// with a server-delay source reads it: [OnRetryAfterError], or any loop
-	// given [WithRetryAfter]).
+	// RetryAfter is the delay the server suggested, 0 if none or negative
+	// (only a loop with a server-delay source reads it: [OnRetryAfterError],
+	// or any loop given [WithRetryAfter]).
 	RetryAfter time.Duration
 	// Final is true for the wait after the step that reached [Backoff].Cap:
 	// the loop returns when it ends, with no further attempt. It is never
