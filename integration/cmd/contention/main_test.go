@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,11 +12,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kuberetry/retry/integration/internal/contention"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
 // checkTable checks that out is the demo's table with one row per
-// strategy and writer count.
+// strategy and writer count, and that each row's requests per update
+// is one the row's loop can have made: a read and a write per success
+// for the loops that read in every attempt, at least the write for
+// UpdateOnConflict.
 func checkTable(t *testing.T, out string, writerCounts int) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -24,12 +29,41 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 		t.Fatalf("%d lines of output, want %d:\n%s", len(lines), want, out)
 	}
 	header := strings.Fields(lines[2])
-	if header[0] != "backoff" || header[len(header)-1] != "wall" {
+	if header[0] != "backoff" || header[len(header)-1] != "wall" || header[len(header)-4] != "requests/update" {
 		t.Errorf("header %q", lines[2])
 	}
 	for _, s := range strategies {
 		if n := strings.Count(out, s.Name); n != writerCounts {
 			t.Errorf("%d rows for %s, want %d:\n%s", n, s.Name, writerCounts, out)
+		}
+	}
+	for _, line := range lines[3:] {
+		line = strings.TrimSpace(line) // the table aligns right, names too
+		var s *contention.Strategy
+		for i := range strategies {
+			if strings.HasPrefix(line, strategies[i].Name+" ") {
+				s = &strategies[i]
+			}
+		}
+		if s == nil {
+			t.Errorf("row of no strategy: %q", line)
+			continue
+		}
+		f := strings.Fields(line)
+		succeeded, reqs := f[len(f)-8], f[len(f)-4] // counted from the right: names have spaces
+		if succeeded == "0" {
+			if reqs != "-" {
+				t.Errorf("%s: nothing succeeded but %s requests per update", line, reqs)
+			}
+			continue
+		}
+		r, err := strconv.ParseFloat(reqs, 64)
+		least := 2.0 // GET and PUT
+		if s.Update != nil {
+			least = 1 // PUT
+		}
+		if err != nil || r < least {
+			t.Errorf("%q: requests/update %q, want a number of at least %v", line, reqs, least)
 		}
 	}
 }
