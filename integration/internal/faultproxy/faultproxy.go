@@ -117,6 +117,13 @@ func (p *Proxy) Delay(d time.Duration) {
 	p.delays.Add(1)
 }
 
+// Open returns the number of proxied connections open now.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
 	return Stats{

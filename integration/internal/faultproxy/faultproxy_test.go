@@ -139,6 +139,9 @@ func TestResetAll(t *testing.T) {
 		}
 	}
 
+	if got := p.Open(); got != n {
+		t.Fatalf("Open is %d with %d clients connected", got, n)
+	}
 	if got := p.ResetAll(); got != n {
 		t.Fatalf("ResetAll reset %d connections, want %d", got, n)
 	}
@@ -150,6 +153,14 @@ func TestResetAll(t *testing.T) {
 	}
 	if got := p.ResetAll(); got != 0 {
 		t.Errorf("a second ResetAll reset %d connections, want 0", got)
+	}
+	// The reset pairs leave the proxy's books once their pumps end.
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Open() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Open is still %d 5s after ResetAll", p.Open())
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if s := p.Stats(); s.ResetAlls != 2 || s.Resets != n {
 		t.Errorf("stats %+v, want 2 ResetAlls and %d Resets", s, n)

@@ -1,8 +1,12 @@
 package testserver
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -23,6 +27,14 @@ type Server struct {
 	Config *rest.Config
 	// Client is a typed clientset built from Config.
 	Client kubernetes.Interface
+	// Prefix is the etcd key prefix under which the server stores its
+	// objects; a server started later with Options.Prefix set to it finds
+	// them, as a restarted apiserver does.
+	Prefix string
+	// ServingCert is the PEM certificate chain that the server presents
+	// to a client connecting to 127.0.0.1 without naming a server (Config
+	// names one of its own): a client that trusts it verifies the server.
+	ServingCert []byte
 
 	stopOnce sync.Once
 	tearDown func()
@@ -31,13 +43,42 @@ type Server struct {
 // prefixes makes every apiserver's etcd prefix unique within the process.
 var prefixes atomic.Int64
 
+// Options configure StartWithOptions; the zero Options start what Start
+// does.
+type Options struct {
+	// Flags are extra kube-apiserver command-line flags.
+	Flags []string
+	// Prefix is the etcd key prefix under which the server stores its
+	// objects. Empty means a new prefix of the server's own; the Prefix of
+	// a stopped server gives its successor that server's objects.
+	Prefix string
+	// CertDir, if not empty, is the directory where the server keeps its
+	// serving certificate and key (--cert-dir): the first server given it
+	// writes them, later ones present the same certificate.
+	CertDir string
+	// Token, if not empty, is a bearer token that the server accepts for
+	// an administrator (a member of system:masters), from a
+	// --token-auth-file, so that a client outlives the server it was made
+	// for: Config's credentials belong to one server.
+	Token string
+}
+
 // Start starts a kube-apiserver that stores its objects in etcd under a
 // prefix of its own, so servers sharing one etcd never see each other's
 // objects. flags are extra kube-apiserver command-line flags, e.g.
 // "--max-requests-inflight=1". tb receives the server's log; the server
 // stops when tb's cleanups run or when Stop is called, whichever is first.
 func Start(tb ktesting.TB, etcd *Etcd, flags ...string) (*Server, error) {
-	prefix := path.Join("/kuberetry", fmt.Sprintf("server-%d", prefixes.Add(1)), "registry")
+	return StartWithOptions(tb, etcd, Options{Flags: flags})
+}
+
+// StartWithOptions starts a kube-apiserver as Start does, configured by
+// opts.
+func StartWithOptions(tb ktesting.TB, etcd *Etcd, opts Options) (*Server, error) {
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = path.Join("/kuberetry", fmt.Sprintf("server-%d", prefixes.Add(1)), "registry")
+	}
 	storage := storagebackend.NewDefaultConfig(prefix, nil)
 	storage.Transport.ServerList = []string{etcd.URL}
 
@@ -45,28 +86,50 @@ func Start(tb ktesting.TB, etcd *Etcd, flags ...string) (*Server, error) {
 	// itself use: no endpoint reconciler (127.0.0.1 is not a valid
 	// endpoint) and no ServiceAccount admission (no controller-manager
 	// runs to create service accounts).
-	all := append([]string{
+	all := []string{
 		"--endpoint-reconciler-type=none",
 		"--disable-admission-plugins=ServiceAccount",
-	}, flags...)
+	}
+	if opts.CertDir != "" {
+		all = append(all, "--cert-dir="+opts.CertDir)
+	}
+	if opts.Token != "" {
+		if strings.ContainsAny(opts.Token, ",\"\r\n") {
+			return nil, errors.New("testserver: Token must not hold a comma, a quote or a line break")
+		}
+		file := filepath.Join(tb.TempDir(), "tokens.csv")
+		line := opts.Token + ",kuberetry-admin,kuberetry-admin,\"system:masters\"\n"
+		if err := os.WriteFile(file, []byte(line), 0o600); err != nil {
+			return nil, err
+		}
+		all = append(all, "--token-auth-file="+file)
+	}
+	all = append(all, opts.Flags...)
 
-	opts := kubeapiservertesting.NewDefaultTestServerOptions()
+	instance := kubeapiservertesting.NewDefaultTestServerOptions()
 	// The invariant checks scrape the apiserver's own metrics at tear-down
 	// and fail the test on Kubernetes-internal surprises; they say nothing
 	// about this library, and a server driven into 429s on purpose is the
 	// kind of server they may complain about.
-	opts.DisableInvariantChecks = true
+	instance.DisableInvariantChecks = true
 
-	ts, err := kubeapiservertesting.StartTestServer(tb, opts, all, storage)
+	ts, err := kubeapiservertesting.StartTestServer(tb, instance, all, storage)
 	if err != nil {
 		return nil, fmt.Errorf("start kube-apiserver: %w", err)
+	}
+	// Read now: the file may be in the server's temporary directory,
+	// which goes when the server stops.
+	servingCert, err := os.ReadFile(ts.ServerOpts.SecureServing.ServerCert.CertKey.CertFile)
+	if err != nil {
+		ts.TearDownFn()
+		return nil, fmt.Errorf("read the serving certificate: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(ts.ClientConfig)
 	if err != nil {
 		ts.TearDownFn()
 		return nil, err
 	}
-	s := &Server{Config: ts.ClientConfig, Client: client, tearDown: ts.TearDownFn}
+	s := &Server{Config: ts.ClientConfig, Client: client, Prefix: prefix, ServingCert: servingCert, tearDown: ts.TearDownFn}
 	tb.Cleanup(s.Stop)
 	return s, nil
 }
