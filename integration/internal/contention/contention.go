@@ -110,8 +110,9 @@ type Result struct {
 }
 
 // Run creates the ConfigMap at 0, lets cfg.Writers goroutines increment it
-// cfg.Updates times each through s.Loop, and reads the counter back. The
-// ConfigMap is left in place; the caller deletes it (or its namespace).
+// cfg.Updates times each through s.Loop or s.Update, and reads the counter
+// back. The ConfigMap is left in place; the caller deletes it (or its
+// namespace).
 //
 // Each attempt reads the ConfigMap (a Loop always does; an UpdateLoop
 // after a Conflict, or when it has no current), adds one and updates it
