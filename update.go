@@ -50,7 +50,11 @@ var (
 //  5. When the attempts run out, the last Conflict itself is returned,
 //     with the zero T.
 //
-// So a fresh current costs one request, the update. Every rule of
+// So a fresh current costs one request, the update; a stale one costs an
+// update that fails with a Conflict, and one of the backoff's Steps. An
+// informer's cache lags a writer's own last write: a caller that updates
+// one object again and again passes the object its last update returned.
+// Every rule of
 // [OnErrorWithContext] holds: ctx is checked before every attempt and wait,
 // a loop ended by ctx returns an error matching both ctx's error and the
 // last Conflict, and options apply. An invalid backoff, a nil ctx, a nil
