@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,15 +26,23 @@ var (
 // It is true for an API error (found through wrapping) with status 429 Too
 // Many Requests or 5xx other than 501 Not Implemented, for a transport error
 // that k8s.io/apimachinery/pkg/util/net recognizes (IsConnectionRefused,
-// IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost), and for a
-// net.Error whose Timeout() is true, such as an http.Client timeout
-// (rest.Config.Timeout). It is false for nil, for a Conflict and every other
+// IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost) or that closed
+// the HTTP/2 connection under the request ("http2: client connection force
+// closed via ClientConn.Close", which net/http returns for the other
+// requests on a connection after a write on it failed), and for a net.Error
+// whose Timeout() is true, such as the transport's ResponseHeaderTimeout or
+// a net/http Client.Timeout. It is false for nil, for a Conflict and every other
 // 4xx, and for the context package's own errors, context.Canceled and
 // context.DeadlineExceeded, wrapped too (a url.Error included): the caller
 // gave up, and another attempt under the same context would fail as well.
 // A net/http or net timeout also answers errors.Is(err,
 // context.DeadlineExceeded) with true, but it is the timeout of one request,
-// not the caller's context, so it counts as transient.
+// not the caller's context, so it counts as transient. client-go enforces
+// rest.Config.Timeout with a context of each request, though, whose expiry
+// is context.DeadlineExceeded itself, which no error can tell from the
+// caller's own deadline: IsTransient is false for it. To retry a request
+// that a stalled server never answers, bound it with the transport's
+// ResponseHeaderTimeout instead.
 //
 // A transport error after the request was sent leaves its outcome unknown:
 // the server may have applied the change. Retry a non-idempotent change
@@ -50,12 +59,19 @@ func IsTransient(err error) bool {
 			code >= 500 && code <= 599 && code != http.StatusNotImplemented
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
-		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) {
+		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		strings.Contains(err.Error(), http2ForceClosed) {
 		return true
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && netErr.Timeout()
 }
+
+// http2ForceClosed is the error of every request still in flight on an
+// HTTP/2 connection that net/http closes after a write on it failed, a
+// connection reset among them: a lost connection that
+// utilnet.IsHTTP2ConnectionLost does not recognize.
+const http2ForceClosed = "http2: client connection force closed via ClientConn.Close"
 
 // isDeadlineExceeded reports whether context.DeadlineExceeded itself is in
 // err's tree. Unlike errors.Is, it does not ask the errors' Is methods, by

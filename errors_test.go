@@ -61,15 +61,14 @@ func resetErr(t *testing.T) error {
 	return err
 }
 
-// clientTimeoutErr calls a server that never answers with an http.Client
-// whose Timeout ends the call.
-func clientTimeoutErr(t *testing.T) error {
+// timeoutErr calls a server that never answers with a client whose timeout
+// ends the call.
+func timeoutErr(t *testing.T, client *http.Client) error {
 	t.Helper()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
 	defer srv.Close()
 	defer close(release)
-	client := &http.Client{Timeout: 5 * time.Millisecond}
 	_, err := client.Get(srv.URL)
 	require.Error(t, err)
 	var netErr net.Error
@@ -148,7 +147,17 @@ func TestIsTransient(t *testing.T) {
 		{"http2 connection lost", func(*testing.T) error {
 			return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: errors.New("http2: client connection lost")}
 		}, true},
-		{"http.Client timeout", clientTimeoutErr, true},
+		{"http2 connection force closed", func(*testing.T) error {
+			// net/http's error for the other streams of a connection it closes
+			// after a write failed (h2_bundle.go, errClientConnForceClosed).
+			return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: errors.New("http2: client connection force closed via ClientConn.Close")}
+		}, true},
+		{"http.Client timeout", func(t *testing.T) error {
+			return timeoutErr(t, &http.Client{Timeout: 5 * time.Millisecond})
+		}, true},
+		{"transport ResponseHeaderTimeout", func(t *testing.T) error {
+			return timeoutErr(t, &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 5 * time.Millisecond}})
+		}, true},
 		{"read deadline", deadlineErr, true},
 
 		{"context.Canceled", func(*testing.T) error { return context.Canceled }, false},
