@@ -22,8 +22,8 @@ type Stats struct {
 	// DialErrors is the number of accepted connections whose backend could
 	// not be dialed; each was reset.
 	DialErrors int64
-	// ResetAlls is the number of ResetAll calls, and Resets the number of
-	// proxied connections they reset.
+	// ResetAlls is the number of ResetAll calls that found connections to
+	// reset, and Resets the number of connections they reset.
 	ResetAlls, Resets int64
 	// Delays is the number of Delay calls, and HeldChunks the number of
 	// reads from a backend whose forwarding a delay held back.
@@ -99,8 +99,10 @@ func (p *Proxy) ResetAll() int {
 			n++
 		}
 	}
-	p.resetAlls.Add(1)
-	p.resets.Add(int64(n))
+	if n > 0 {
+		p.resetAlls.Add(1)
+		p.resets.Add(int64(n))
+	}
 	return n
 }
 

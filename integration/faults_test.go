@@ -1,0 +1,611 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/faultproxy"
+	"github.com/kuberetry/retry/integration/internal/testserver"
+)
+
+const (
+	// faultWriters write to one ConfigMap at once, through one clientset,
+	// as the workers of one controller do.
+	faultWriters = 16
+	// faultResets is how many times the proxy resets every connection.
+	faultResets = 5
+	// faultResponseTimeout bounds the wait for each response's headers
+	// (the transport's ResponseHeaderTimeout; rest.Config.Timeout would
+	// expire as a bare context.DeadlineExceeded, which IsTransient cannot
+	// tell from the caller's own deadline), and the proxy holds responses
+	// back for a second longer.
+	faultResponseTimeout = time.Second
+	faultDelay           = faultResponseTimeout + time.Second
+	// faultToken authenticates the writers to both apiservers, the first
+	// and the one that replaces it.
+	faultToken = "kuberetry-faults"
+)
+
+var (
+	// faultOuter retries a transient failure of a whole read-change-write
+	// for long enough to ride out an apiserver restart: its waits reach
+	// the Cap within about 1.5s and then go on at the Cap
+	// (WithContinueAtCap), some 1.5 minutes in all.
+	faultOuter = retry.Backoff{Steps: 80, Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: time.Second}
+	// faultInner retries Conflicts among the 16 writers: many quick
+	// attempts, going on at the Cap.
+	faultInner = retry.Backoff{Steps: 60, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1.0, Cap: 300 * time.Millisecond}
+)
+
+// TestFaults has 16 writers each add keys of their own to one ConfigMap,
+// every change an idempotent read-change-write through the composition
+// that rides out a failing apiserver: an outer retry.OnErrorValue with
+// retry.IsTransient and a long backoff around an inner
+// retry.UpdateOnConflict. The writers reach the apiserver through a
+// fault-injecting proxy, which meanwhile resets every open connection 5
+// times, switches to a new apiserver started on the same etcd data after
+// the first one stopped, and holds every response back for longer than the
+// transport waits for one. Every call must return nil and the ConfigMap
+// must end with exactly the keys of all calls; each fault must have been
+// met by the clients, or the test fails.
+func TestFaults(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	certDir := t.TempDir()
+	first := startFaultServer(t, testserver.Options{CertDir: certDir, Token: faultToken})
+	ns := createNamespace(t, first, "faults-")
+	const name = "faults"
+	if _, err := first.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create configmap: %v", err)
+	}
+
+	proxy, err := faultproxy.New(faultHostOf(t, first.Config.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+
+	// The writers' transport is client-go's own (SetTransportDefaults:
+	// HTTP/2 and its health checks), verifying the serving certificate
+	// that both apiservers present, with a bound on each response.
+	tlsConfig, err := rest.TLSConfigFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: first.ServingCert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport := utilnet.SetTransportDefaults(&http.Transport{
+		TLSClientConfig:       tlsConfig,
+		ResponseHeaderTimeout: faultResponseTimeout,
+	})
+	defer transport.CloseIdleConnections()
+	wire := &faultWire{}
+	client, err := kubernetes.NewForConfig(&rest.Config{
+		Host:        "https://" + proxy.Addr(),
+		BearerToken: faultToken,
+		Transport:   wire.wrap(transport),
+		QPS:         1000,
+		Burst:       10000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	w := &faultWorkload{client: client, ns: ns, name: name, stop: make(chan struct{})}
+	fig := &faultFigures{wire: wire, w: w, proxy: proxy, start: time.Now()}
+	// The figures are logged however the test ends, so a failure shows
+	// how far the faults got.
+	defer func() { t.Logf("faults against the real apiserver:\n%s", fig) }()
+	var wg sync.WaitGroup
+	for i := range faultWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.writer(ctx, i)
+		}()
+	}
+	// However the schedule ends, the writers stop and are waited for; on
+	// a failure, cancel ends their retries at once.
+	stopped := false
+	stopWriters := func() {
+		if !stopped {
+			stopped = true
+			close(w.stop)
+			wg.Wait()
+		}
+	}
+	defer func() {
+		cancel()
+		stopWriters()
+	}()
+
+	// The schedule. Each fault waits for requests in flight, so that it
+	// meets the writers rather than an idle connection, and then checks
+	// that the clients saw it.
+	faultWaitFor(t, "the writers' first calls", 30*time.Second, func() bool { return w.done.Load() >= faultWriters })
+	// A reset can go unseen: the connections it finds may carry no
+	// request (idle, or being closed by the client), or only requests
+	// whose responses the proxy has already passed on, which the client
+	// reads before it meets the reset. So each of the faultResets resets
+	// is one that made requests fail on the wire; unseen ones are
+	// repeated, and counted.
+	reset := func(i int) {
+		for try := 1; ; try++ {
+			before := wire.count(faultResetClasses...)
+			n := 0
+			faultWaitFor(t, fmt.Sprintf("requests in flight for reset %d", i), 10*time.Second, func() bool {
+				if wire.inFlight.Load() < 2 || proxy.Open() == 0 {
+					return false
+				}
+				n = proxy.ResetAll() // 0 if the last connection just closed
+				return n > 0
+			})
+			seen := faultPoll(time.Second, func() bool { return wire.count(faultResetClasses...) > before })
+			fig.resetConns = append(fig.resetConns, n)
+			if seen {
+				return
+			}
+			fig.unseenResets++
+			if try == 5 {
+				t.Fatalf("reset %d: %d tries reset connections, and no client request failed", i, try)
+			}
+		}
+	}
+	reset(1)
+	reset(2)
+
+	// Responses held for longer than the transport waits for them.
+	faultWaitInFlight(t, wire, proxy)
+	before := wire.count(faultTimeout)
+	delayEnd := time.Now().Add(faultDelay)
+	proxy.Delay(faultDelay)
+	faultWaitFor(t, "the delay to end with a response timeout seen", faultDelay+10*time.Second, func() bool {
+		return time.Now().After(delayEnd) && wire.count(faultTimeout) > before
+	})
+
+	reset(3)
+
+	// The apiserver restarts: the first one stops, and a new one on the
+	// same etcd data, with the same serving certificate and the same token,
+	// takes its place behind the proxy's address.
+	faultWaitInFlight(t, wire, proxy)
+	dialErrorsBefore := proxy.Stats().DialErrors
+	restartStart := time.Now()
+	first.Stop()
+	fig.stop = time.Since(restartStart)
+	second := startFaultServer(t, testserver.Options{Prefix: first.Prefix, CertDir: certDir, Token: faultToken})
+	doneBefore := w.done.Load()
+	proxy.SetBackend(faultHostOf(t, second.Config.Host))
+	fig.restarts, fig.outage = 1, time.Since(restartStart)
+	// With the first server gone, these calls end through the second.
+	faultWaitFor(t, "writes through the new apiserver", 30*time.Second, func() bool { return w.done.Load() >= doneBefore+faultWriters })
+	fig.outageDialErrors = proxy.Stats().DialErrors - dialErrorsBefore
+	if fig.outageDialErrors == 0 {
+		t.Errorf("no client connected while the apiserver was down: the outage went unseen")
+	}
+
+	reset(4)
+	reset(5)
+
+	stopWriters()
+
+	// Every call returned nil, and the ConfigMap holds exactly their keys.
+	failed := 0
+	want := map[string]string{}
+	// Failures grouped by their shape: class, IsTransient's answer and
+	// the types in the error's tree; one example of each is printed.
+	type shape struct {
+		class     faultClass
+		transient bool
+		types     string
+	}
+	shapes := map[shape]int{}
+	for _, c := range w.calls() {
+		if c.err != nil {
+			failed++
+			sh := shape{faultClassify(c.err), retry.IsTransient(c.err), faultErrTypes(c.err)}
+			if shapes[sh] == 0 {
+				t.Errorf("writer %d call %d returned (%s, IsTransient %v) %s", c.writer, c.seq, sh.class, sh.transient, faultDescribe(c.err))
+			}
+			shapes[sh]++
+			continue
+		}
+		want[faultKey(c.writer, c.seq)] = faultValue(c.writer, c.seq)
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d calls returned an error; by shape: %v", failed, len(w.calls()), shapes)
+	}
+	cm, err := second.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read the ConfigMap back: %v", err)
+	}
+	lost, extra := 0, 0
+	for k, v := range want {
+		if got, ok := cm.Data[k]; !ok || got != v {
+			lost++
+			if lost <= 5 {
+				t.Errorf("key %s: %q (present %v), want %q", k, got, ok, v)
+			}
+		}
+	}
+	for k := range cm.Data {
+		if _, ok := want[k]; !ok {
+			extra++
+			if extra <= 5 {
+				t.Errorf("key %s is in the ConfigMap but no call that returned nil wrote it", k)
+			}
+		}
+	}
+	if lost > 0 || extra > 0 {
+		t.Errorf("%d keys lost, %d extra, of %d", lost, extra, len(want))
+	}
+	fig.checked, fig.failed, fig.keys, fig.lost, fig.extra = true, failed, len(want), lost, extra
+	for _, err := range w.others() {
+		t.Errorf("a loop retried an error of no known class: %s", faultDescribe(err))
+	}
+
+	ps := proxy.Stats()
+	if want := int64(faultResets + fig.unseenResets); ps.ResetAlls != want || ps.Delays != 1 || ps.HeldChunks == 0 {
+		t.Errorf("proxy stats %+v: want %d ResetAlls and 1 Delay that held something back", ps, want)
+	}
+}
+
+// startFaultServer starts an apiserver for t as startServer does, with opts.
+func startFaultServer(t *testing.T, opts testserver.Options) *testserver.Server {
+	t.Helper()
+	logs := &bufferedLogTB{TB: t}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kube-apiserver log:\n%s", logs.String())
+		}
+	})
+	s, err := testserver.StartWithOptions(logs, etcd, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// faultHostOf returns the host:port of a URL such as a rest.Config's Host.
+func faultHostOf(t *testing.T, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// faultWaitFor polls cond until it holds, and fails t after timeout.
+func faultWaitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	if !faultPoll(timeout, cond) {
+		t.Fatalf("waited %v for %s", timeout, what)
+	}
+}
+
+// faultPoll polls cond every 5ms until it holds or timeout has passed,
+// and reports whether it held.
+func faultPoll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// faultWaitInFlight waits until requests are on their way through an open
+// proxied connection, so that the next fault meets some.
+func faultWaitInFlight(t *testing.T, wire *faultWire, proxy *faultproxy.Proxy) {
+	t.Helper()
+	faultWaitFor(t, "requests in flight", 10*time.Second, func() bool {
+		return wire.inFlight.Load() >= 2 && proxy.Open() > 0
+	})
+}
+
+func faultKey(writer, seq int) string   { return fmt.Sprintf("writer-%d-%d", writer, seq) }
+func faultValue(writer, seq int) string { return fmt.Sprintf("%d.%d", writer, seq) }
+
+// faultFigures are what TestFaults logs: the faults injected and what
+// the clients met.
+type faultFigures struct {
+	wire  *faultWire
+	w     *faultWorkload
+	proxy *faultproxy.Proxy
+	start time.Time // the writers' start
+
+	resetConns       []int // connections reset by each ResetAll
+	unseenResets     int   // ResetAlls that no request met
+	restarts         int
+	stop, outage     time.Duration // the old server's stop; until the new one serves
+	outageDialErrors int64         // connections the proxy could not forward meanwhile
+
+	checked                   bool // the ConfigMap was read back
+	failed, keys, lost, extra int
+}
+
+func (f *faultFigures) String() string {
+	var b strings.Builder
+	ps := f.proxy.Stats()
+	fmt.Fprintf(&b, "%d writers, %d calls in %v; ", faultWriters, len(f.w.calls()), time.Since(f.start).Round(100*time.Millisecond))
+	if f.checked {
+		fmt.Fprintf(&b, "calls failed %d; keys %d, lost %d, extra %d\n", f.failed, f.keys, f.lost, f.extra)
+	} else {
+		b.WriteString("the ConfigMap was not checked: the test stopped before\n")
+	}
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault\ttimes\tdetail")
+	fmt.Fprintf(tw, "reset of every open connection\t%d\tconnections reset %v; %d more resets met no request\n",
+		int(ps.ResetAlls)-f.unseenResets, f.resetConns, f.unseenResets)
+	fmt.Fprintf(tw, "apiserver restart, same etcd prefix\t%d\t%v down (%v stopping the old one); %d connections reset meanwhile\n",
+		f.restarts, f.outage.Round(100*time.Millisecond), f.stop.Round(100*time.Millisecond), f.outageDialErrors)
+	fmt.Fprintf(tw, "responses held %v (header timeout %v)\t%d\t%d reads held\n", faultDelay, faultResponseTimeout, ps.Delays, ps.HeldChunks)
+	tw.Flush()
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "error class\ton the wire\tretried by the loops\t")
+	for c := range faultClass(numFaultClasses) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", c, f.wire.count(c), f.w.retried(c))
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t\n", f.wire.total(), f.w.retries.Load())
+	tw.Flush()
+	b.WriteString("(on the wire: round trips below client-go, so its own retries of a GET count there and an error while reading a body does not; retried by the loops: the outer IsTransient loop's retries and, for conflicts, the inner UpdateOnConflict's)")
+	for c, err := range f.wire.examples() {
+		if err != nil {
+			fmt.Fprintf(&b, "\ne.g. %s on the wire: %s", faultClass(c), faultDescribe(err))
+		}
+	}
+	return b.String()
+}
+
+// faultCall is one call of a writer: one key added.
+type faultCall struct {
+	writer, seq int
+	err         error
+}
+
+// faultWorkload is the writers' shared state.
+type faultWorkload struct {
+	client   kubernetes.Interface
+	ns, name string
+	stop     chan struct{}
+
+	done    atomic.Int64 // calls that returned
+	retries atomic.Int64 // retries by the loops, both kinds
+
+	mu         sync.Mutex
+	all        []faultCall
+	retriedBy  [numFaultClasses]int
+	unexpected []error // retried errors of faultOther
+}
+
+// writer adds keys writer-i-0, writer-i-1, ... until told to stop.
+func (w *faultWorkload) writer(ctx context.Context, i int) {
+	cms := w.client.CoreV1().ConfigMaps(w.ns)
+	get := func(ctx context.Context) (*corev1.ConfigMap, error) {
+		return cms.Get(ctx, w.name, metav1.GetOptions{})
+	}
+	update := func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+		return cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	onRetry := retry.WithOnRetry(w.onRetry)
+	for seq := 0; ; seq++ {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		key, value := faultKey(i, seq), faultValue(i, seq)
+		mutate := func(cm *corev1.ConfigMap) error {
+			// Idempotent: a write that landed although its answer was
+			// lost is found by the retry, which then writes nothing.
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			cm.Data[key] = value
+			return nil
+		}
+		_, err := retry.OnErrorValue(ctx, faultOuter, retry.IsTransient, func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return retry.UpdateOnConflict(ctx, faultInner, nil, get, mutate, update, onRetry, retry.WithContinueAtCap())
+		}, onRetry, retry.WithContinueAtCap())
+		w.mu.Lock()
+		w.all = append(w.all, faultCall{writer: i, seq: seq, err: err})
+		w.mu.Unlock()
+		w.done.Add(1)
+	}
+}
+
+func (w *faultWorkload) onRetry(ev retry.RetryEvent) {
+	c := faultClassify(ev.Err)
+	w.retries.Add(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.retriedBy[c]++
+	if c == faultOther && len(w.unexpected) < 5 {
+		w.unexpected = append(w.unexpected, ev.Err)
+	}
+}
+
+func (w *faultWorkload) calls() []faultCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]faultCall(nil), w.all...)
+}
+
+func (w *faultWorkload) retried(c faultClass) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.retriedBy[c]
+}
+
+func (w *faultWorkload) others() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]error(nil), w.unexpected...)
+}
+
+// faultWire counts every request below client-go: those in flight, and
+// the failures by class.
+type faultWire struct {
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	byClass  [numFaultClasses]int
+	example  [numFaultClasses]error
+}
+
+func (f *faultWire) wrap(rt http.RoundTripper) http.RoundTripper {
+	return faultRoundTripper(func(req *http.Request) (*http.Response, error) {
+		f.inFlight.Add(1)
+		resp, err := rt.RoundTrip(req)
+		f.inFlight.Add(-1)
+		c := numFaultClasses // no failure
+		switch {
+		case err != nil:
+			c = faultClassify(err)
+		case resp.StatusCode == http.StatusConflict:
+			c = faultConflict
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+			c = faultServerErr
+		}
+		if c != numFaultClasses {
+			f.mu.Lock()
+			f.byClass[c]++
+			if f.example[c] == nil && err != nil {
+				f.example[c] = err
+			}
+			f.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+// count returns the number of failures of the given classes so far.
+func (f *faultWire) count(classes ...faultClass) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range classes {
+		n += f.byClass[c]
+	}
+	return n
+}
+
+// examples returns the first error of each class, nil for none.
+func (f *faultWire) examples() [numFaultClasses]error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.example
+}
+
+func (f *faultWire) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, v := range f.byClass {
+		n += v
+	}
+	return n
+}
+
+type faultRoundTripper func(*http.Request) (*http.Response, error)
+
+func (f faultRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// faultClass is a kind of failure a client meets.
+type faultClass int
+
+const (
+	faultConflict    faultClass = iota // 409 Conflict
+	faultServerErr                     // 429 or 5xx
+	faultTimeout                       // the client's timeout
+	faultReset                         // ECONNRESET
+	faultRefused                       // ECONNREFUSED
+	faultEOF                           // the connection closed under a request
+	faultHTTP2Lost                     // http2: client connection lost
+	faultHTTP2Closed                   // another stream's failure closed the connection
+	faultOther
+	numFaultClasses
+)
+
+// faultResetClasses are the failures of a request whose connection was
+// reset under it.
+var faultResetClasses = []faultClass{faultReset, faultEOF, faultHTTP2Lost, faultHTTP2Closed}
+
+func (c faultClass) String() string {
+	return [...]string{"conflict", "429/5xx", "timeout", "reset", "refused", "EOF", "http2 lost", "http2 closed", "other"}[c]
+}
+
+// faultClassify names the kind of err. A client timeout also claims to be
+// context.DeadlineExceeded (net/http's timeoutError), so it is told by
+// its Timeout method.
+func faultClassify(err error) faultClass {
+	var status apierrors.APIStatus
+	var timeout interface{ Timeout() bool }
+	switch {
+	case apierrors.IsConflict(err):
+		return faultConflict
+	case errors.As(err, &status):
+		if code := status.Status().Code; code == http.StatusTooManyRequests || code >= 500 {
+			return faultServerErr
+		}
+		return faultOther
+	case utilnet.IsConnectionRefused(err):
+		return faultRefused
+	case utilnet.IsConnectionReset(err):
+		return faultReset
+	case errors.As(err, &timeout) && timeout.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return faultTimeout
+	case utilnet.IsHTTP2ConnectionLost(err):
+		return faultHTTP2Lost
+	case strings.Contains(err.Error(), "http2: client connection force closed"):
+		// Go's HTTP/2 transport closes a connection on a write error and
+		// fails every other request on it with this.
+		return faultHTTP2Closed
+	case utilnet.IsProbableEOF(err):
+		return faultEOF
+	}
+	return faultOther
+}
+
+// faultDescribe prints err with the types of the errors in its tree.
+func faultDescribe(err error) string {
+	return fmt.Sprintf("%v [%s]", err, faultErrTypes(err))
+}
+
+func faultErrTypes(err error) string {
+	switch e := err.(type) {
+	case nil:
+		return ""
+	case interface{ Unwrap() error }:
+		if inner := e.Unwrap(); inner != nil {
+			return fmt.Sprintf("%T > %s", err, faultErrTypes(inner))
+		}
+	case interface{ Unwrap() []error }:
+		var inner []string
+		for _, in := range e.Unwrap() {
+			inner = append(inner, faultErrTypes(in))
+		}
+		return fmt.Sprintf("%T > (%s)", err, strings.Join(inner, ", "))
+	}
+	return fmt.Sprintf("%T", err)
+}
