@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -262,6 +263,14 @@ func TestFaults(t *testing.T) {
 		t.Errorf("a loop retried an error of no known class: %s", faultDescribe(err))
 	}
 
+	// Both loops had work: the faults reached the outer loop, and the
+	// writers contended.
+	if transient := w.retries.Load() - int64(w.retried(faultConflict)); transient == 0 {
+		t.Errorf("the outer loop retried nothing: client-go absorbed every fault")
+	}
+	if w.retried(faultConflict) == 0 {
+		t.Errorf("the inner loop retried no Conflict: %d writers did not contend", faultWriters)
+	}
 	ps := proxy.Stats()
 	if want := int64(faultResets + fig.unseenResets); ps.ResetAlls != want || ps.Delays != 1 || ps.HeldChunks == 0 {
 		t.Errorf("proxy stats %+v: want %d ResetAlls and 1 Delay that held something back", ps, want)
@@ -538,7 +547,7 @@ const (
 	faultConflict    faultClass = iota // 409 Conflict
 	faultServerErr                     // 429 or 5xx
 	faultTimeout                       // the client's timeout
-	faultReset                         // ECONNRESET
+	faultReset                         // ECONNRESET, or EPIPE: a write after the reset arrived
 	faultRefused                       // ECONNREFUSED
 	faultEOF                           // the connection closed under a request
 	faultHTTP2Lost                     // http2: client connection lost
@@ -571,7 +580,7 @@ func faultClassify(err error) faultClass {
 		return faultOther
 	case utilnet.IsConnectionRefused(err):
 		return faultRefused
-	case utilnet.IsConnectionReset(err):
+	case utilnet.IsConnectionReset(err), errors.Is(err, syscall.EPIPE):
 		return faultReset
 	case errors.As(err, &timeout) && timeout.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return faultTimeout
