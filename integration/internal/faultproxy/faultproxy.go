@@ -33,8 +33,7 @@ type Stats struct {
 // Proxy forwards each connection accepted on its loopback address to the
 // current backend address. Its methods are safe for concurrent use.
 type Proxy struct {
-	ln   net.Listener
-	done chan struct{} // closed by Close
+	ln net.Listener
 
 	mu        sync.Mutex
 	backend   string
@@ -63,7 +62,6 @@ func New(backend string) (*Proxy, error) {
 	}
 	p := &Proxy{
 		ln:      ln,
-		done:    make(chan struct{}),
 		backend: backend,
 		conns:   make(map[*pair]struct{}),
 	}
@@ -147,7 +145,6 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
-	close(p.done)
 	pairs := make([]*pair, 0, len(p.conns))
 	for c := range p.conns {
 		pairs = append(pairs, c)
