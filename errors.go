@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,10 +27,12 @@ var (
 // It is true for an API error (found through wrapping) with status 429 Too
 // Many Requests or 5xx other than 501 Not Implemented, for a transport error
 // that k8s.io/apimachinery/pkg/util/net recognizes (IsConnectionRefused,
-// IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost) or that closed
-// the HTTP/2 connection under the request ("http2: client connection force
-// closed via ClientConn.Close", which net/http returns for the other
-// requests on a connection after a write on it failed), and for a net.Error
+// IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost), for two that it
+// does not and that a reset connection gives as well: a broken pipe (EPIPE,
+// a write after the peer reset the connection) and "http2: client
+// connection force closed via ClientConn.Close" (which net/http returns for
+// the other requests on an HTTP/2 connection after a write on it failed),
+// and for a net.Error
 // whose Timeout() is true, such as the transport's ResponseHeaderTimeout or
 // a net/http Client.Timeout. It is false for nil, for a Conflict and every other
 // 4xx, and for the context package's own errors, context.Canceled and
@@ -60,7 +63,7 @@ func IsTransient(err error) bool {
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		strings.Contains(err.Error(), http2ForceClosed) {
+		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), http2ForceClosed) {
 		return true
 	}
 	var netErr net.Error

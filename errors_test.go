@@ -61,6 +61,29 @@ func resetErr(t *testing.T) error {
 	return err
 }
 
+// brokenPipeErr writes to a connection that the peer closed until the
+// write fails: the first write draws the peer's reset, the next one EPIPE.
+func brokenPipeErr(t *testing.T) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	peer, err := l.Accept()
+	require.NoError(t, err)
+	require.NoError(t, peer.Close())
+	for range 10000 { // a few milliseconds at most
+		if _, err = c.Write([]byte("x")); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	require.ErrorIs(t, err, syscall.EPIPE)
+	return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: err}
+}
+
 // timeoutErr calls a server that never answers with a client whose timeout
 // ends the call.
 func timeoutErr(t *testing.T, client *http.Client) error {
@@ -140,6 +163,7 @@ func TestIsTransient(t *testing.T) {
 
 		{"connection refused", refusedErr, true},
 		{"connection reset", resetErr, true},
+		{"broken pipe", brokenPipeErr, true},
 		{"io.EOF in a url.Error", func(*testing.T) error { return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: io.EOF} }, true},
 		{"io.ErrUnexpectedEOF in a url.Error", func(*testing.T) error {
 			return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: io.ErrUnexpectedEOF}
