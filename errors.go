@@ -22,30 +22,29 @@ var (
 
 // IsTransient reports whether err is a failure that a later identical
 // request may not meet: a predicate for [OnError] and [OnErrorValue] around
-// a call to the API server.
+// a call to the API server. It is true for:
+//   - an API error (found through wrapping) with status 429 Too Many
+//     Requests, or 5xx other than 501 Not Implemented;
+//   - a transport error that k8s.io/apimachinery/pkg/util/net recognizes
+//     (IsConnectionRefused, IsConnectionReset, IsProbableEOF,
+//     IsHTTP2ConnectionLost), and two more that a reset connection gives: a
+//     broken pipe (EPIPE, a write after the reset) and net/http's "http2:
+//     client connection force closed via ClientConn.Close" (the other
+//     requests on an HTTP/2 connection after a write on it failed);
+//   - a net.Error whose Timeout() is true, such as the transport's
+//     ResponseHeaderTimeout or a net/http Client.Timeout.
 //
-// It is true for an API error (found through wrapping) with status 429 Too
-// Many Requests or 5xx other than 501 Not Implemented, for a transport error
-// that k8s.io/apimachinery/pkg/util/net recognizes (IsConnectionRefused,
-// IsConnectionReset, IsProbableEOF, IsHTTP2ConnectionLost), for two that it
-// does not and that a reset connection gives as well: a broken pipe (EPIPE,
-// a write after the peer reset the connection) and "http2: client
-// connection force closed via ClientConn.Close" (which net/http returns for
-// the other requests on an HTTP/2 connection after a write on it failed),
-// and for a net.Error
-// whose Timeout() is true, such as the transport's ResponseHeaderTimeout or
-// a net/http Client.Timeout. It is false for nil, for a Conflict and every other
-// 4xx, and for the context package's own errors, context.Canceled and
+// It is false for nil, for a Conflict and every other 4xx, and for the
+// context package's own errors, context.Canceled and
 // context.DeadlineExceeded, wrapped too (a url.Error included): the caller
 // gave up, and another attempt under the same context would fail as well.
-// A net/http or net timeout also answers errors.Is(err,
-// context.DeadlineExceeded) with true, but it is the timeout of one request,
-// not the caller's context, so it counts as transient. client-go enforces
-// rest.Config.Timeout with a context of each request, though, whose expiry
-// is context.DeadlineExceeded itself, which no error can tell from the
-// caller's own deadline: IsTransient is false for it. To retry a request
-// that a stalled server never answers, bound it with the transport's
-// ResponseHeaderTimeout instead.
+// A net/http or net timeout answers errors.Is(err, context.DeadlineExceeded)
+// with true too, but it is the timeout of one request, not the caller's, so
+// it counts as transient. client-go, though, enforces rest.Config.Timeout
+// with a context of each request, which expires as context.DeadlineExceeded
+// itself and so cannot be told from the caller's own deadline: IsTransient
+// is false for it. To retry a request that a stalled server never answers,
+// bound it with the transport's ResponseHeaderTimeout.
 //
 // A transport error after the request was sent leaves its outcome unknown:
 // the server may have applied the change. Retry a non-idempotent change
