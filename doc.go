@@ -48,13 +48,16 @@
 // A connection refused or reset, a timeout, a 5xx or a 429 may pass on its
 // own ([IsTransient]). But a transport error after the request was sent
 // leaves its outcome unknown: the server may have applied the change, and
-// a retried non-idempotent change can then apply twice. Retry only a change
-// that is harmless to repeat (setting a field, adding a key) or one that
-// carries the resourceVersion it read, so that a repeat fails with a
-// Conflict: [UpdateOnConflict] does both, since its retried write carries
-// the resourceVersion its get read. To ride out an outage, put an outer
-// [OnErrorValue] with IsTransient and a longer backoff around an inner
-// UpdateOnConflict (see the example of UpdateOnConflict).
+// a retried change that builds on what it finds (an increment, an append)
+// can then apply twice. Retry only a change that sets the state it wants
+// (set a field, add a key), so that a repeat is harmless. With
+// [UpdateOnConflict] and such a mutate, a retry reads the object afresh,
+// finds its change already made and writes nothing; its resourceVersion
+// keeps each write from overwriting a change made since, but it does not
+// stop a mutate that builds on what it finds from running twice. To ride
+// out an outage, put an outer [OnErrorValue] with IsTransient and a longer
+// backoff around an inner UpdateOnConflict (see the example of
+// UpdateOnConflict).
 //
 // # Time
 //

@@ -46,10 +46,15 @@ var (
 // is false for it. To retry a request that a stalled server never answers,
 // bound it with the transport's ResponseHeaderTimeout.
 //
+// The caller's own deadline, met while dialling, comes back as net's "i/o
+// timeout" and counts as transient; a context loop then ends on its ctx
+// before another attempt.
+//
 // A transport error after the request was sent leaves its outcome unknown:
-// the server may have applied the change. Retry a non-idempotent change
-// only when a repeat is harmless, or carries the resourceVersion it read so
-// that a repeat fails with a Conflict ([UpdateOnConflict] does both).
+// the server may have applied the change. Retry only a change that sets the
+// state it wants (set a field, add a key), never one that builds on what it
+// finds (an increment), which a repeat would apply twice; see
+// [UpdateOnConflict].
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || isDeadlineExceeded(err) {
 		return false
@@ -111,19 +116,22 @@ type contextError struct {
 	wait     time.Duration // > 0: the wait not started because it would outlast the deadline
 }
 
-// newContextError builds the error for a loop that ctx ended after attempts
-// attempts, the last of which failed with last. A positive wait means the
-// loop did not start that wait because it would end after ctx's deadline;
-// ctx is not done yet then, and the error matches DeadlineExceeded.
-func newContextError(ctx context.Context, attempts int, last error, wait time.Duration) error {
-	e := &contextError{ctxErr: context.DeadlineExceeded, attempts: attempts, last: last, wait: wait}
-	if wait <= 0 {
-		e.ctxErr = ctx.Err()
-		if cause := context.Cause(ctx); cause != e.ctxErr {
-			e.cause = cause
-		}
+// newContextError builds the error for a loop that ctx, which is done,
+// ended after attempts attempts, the last of which failed with last.
+func newContextError(ctx context.Context, attempts int, last error) error {
+	e := &contextError{ctxErr: ctx.Err(), attempts: attempts, last: last}
+	if cause := context.Cause(ctx); cause != e.ctxErr {
+		e.cause = cause
 	}
 	return e
+}
+
+// newDeadlineError builds the error for a loop that did not start a wait
+// of wait because it would end after ctx's deadline (or the deadline has
+// passed and ctx does not know it yet). ctx is not done, so its cause is
+// not known: the error matches DeadlineExceeded alone.
+func newDeadlineError(attempts int, last error, wait time.Duration) error {
+	return &contextError{ctxErr: context.DeadlineExceeded, attempts: attempts, last: last, wait: wait}
 }
 
 func (e *contextError) Error() string {

@@ -189,6 +189,7 @@ func TestIsTransient(t *testing.T) {
 		{"canceled request in a url.Error", func(t *testing.T) error { return ctxErr(t, false) }, false},
 		{"deadline of the request in a url.Error", func(t *testing.T) error { return ctxErr(t, true) }, false},
 		{"wrapped context error", func(*testing.T) error { return fmt.Errorf("get: %w", context.DeadlineExceeded) }, false},
+		{"joined with a context error", func(*testing.T) error { return errors.Join(io.EOF, context.DeadlineExceeded) }, false},
 		{"a loop ended by its context", func(*testing.T) error {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()

@@ -418,8 +418,9 @@ func ExampleUpdateOnConflict_outage() {
 	// another writer's change; the second lands, but the connection drops
 	// before its reply, so its outcome is unknown to the caller. The outer
 	// loop's retry reads the object afresh, finds the change already there
-	// and writes nothing: the change is idempotent, and a repeated write
-	// would carry the resourceVersion it read, so it cannot apply twice.
+	// and writes nothing. That is safe because mutate sets the state it
+	// wants: one that incremented Count would have run again and counted
+	// twice.
 	ctx := context.Background()
 	api := newCounters("jobs")
 	api.beforeUpdate = func() {

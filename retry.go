@@ -238,7 +238,8 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // [errors.Is], and that also wraps the last attempt's error, if any, so
 // apierrors.IsConflict still holds. A wait not started because it would
 // outlast the deadline ends the loop with an error that matches
-// context.DeadlineExceeded and says so. An error fn returns that retriable
+// context.DeadlineExceeded and says so (the deadline's cause is not known
+// yet then, so it is not wrapped). An error fn returns that retriable
 // rejects is returned as it is, context errors included, even when ctx is
 // done.
 func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
@@ -324,7 +325,7 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		if c.done != nil && c.ctx.Err() != nil {
-			return newContextError(c.ctx, attempt-1, lastErr, 0)
+			return newContextError(c.ctx, attempt-1, lastErr)
 		}
 		var err error
 		if fn.plain != nil {
@@ -364,7 +365,7 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		o.sleep(c.done, d)
 		if final {
 			if c.done != nil && c.ctx.Err() != nil {
-				return newContextError(c.ctx, attempt, err, 0)
+				return newContextError(c.ctx, attempt, err)
 			}
 			return err
 		}
@@ -378,11 +379,13 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 // apart from run so that the plain loops pay nothing for it.
 func (o *options) contextEnds(ctx context.Context, attempt int, last error, d time.Duration) error {
 	if ctx.Err() != nil {
-		return newContextError(ctx, attempt, last, 0)
+		return newContextError(ctx, attempt, last)
 	}
 	if o.sleeper == nil {
+		// A deadline just passed can still be unknown to ctx; d of 0 then
+		// outlasts it too.
 		if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline) {
-			return newContextError(ctx, attempt, last, d)
+			return newDeadlineError(attempt, last, d)
 		}
 	}
 	return nil

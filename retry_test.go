@@ -679,6 +679,39 @@ func TestDefaultSleeperNotStartedPastDeadline(t *testing.T) {
 	assert.Equal(t, "retry: waiting 2h0m0s would exceed the context deadline after 1 attempt, last error: "+s.errs[0].Error(), err.Error())
 }
 
+// passedDeadline is a context whose deadline has passed but which does not
+// know it yet, as a context is between its deadline and its timer firing.
+type passedDeadline struct{ context.Context }
+
+func (passedDeadline) Deadline() (time.Time, bool) { return time.Unix(0, 0), true }
+
+func TestDeadlinePassedButNotYetDone(t *testing.T) {
+	t.Parallel()
+	// Even a zero wait outlasts a deadline that has passed: the loop returns
+	// an error matching DeadlineExceeded, without a wait or an attempt more.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := conflicts(3)
+	err := retry.RetryOnConflictWithContext(passedDeadline{ctx}, retry.Backoff{Steps: 3}, s.ctxFn)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, s.errs[0])
+	assert.Equal(t, 1, s.calls)
+	assert.Equal(t, "retry: context deadline exceeded after 1 attempt, last error: "+s.errs[0].Error(), err.Error())
+
+	// A real deadline a moment away, with zero waits: whichever way the race
+	// with its timer goes, the error is a deadline's.
+	for range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Microsecond)
+		err := retry.OnErrorWithContext(ctx, retry.Backoff{Steps: math.MaxInt}, func(error) bool { return true },
+			func(context.Context) error { return errBench })
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, errBench)
+		require.NotPanics(t, func() { _ = err.Error() })
+	}
+}
+
 func TestDefaultSleeperStartsWaitBeforeDeadline(t *testing.T) {
 	t.Parallel()
 	// A 1ms wait under a deadline an hour away is slept, and the loop goes on.
@@ -1273,10 +1306,15 @@ func TestRealClockSleeperIsTheDefault(t *testing.T) {
 
 			ctx2, cancel2 := context.WithCancel(context.Background())
 			time.AfterFunc(time.Millisecond, cancel2)
-			start := time.Now()
-			err := retry.RetryOnConflictWithContext(ctx2, retry.Backoff{Steps: 3, Duration: time.Hour}, conflicts(3).ctxFn, retry.WithSleeper(s))
-			assert.ErrorIs(t, err, context.Canceled)
-			assert.Less(t, time.Since(start), 30*time.Second, "the cancel cut the hour's wait short")
+			go func() {
+				done <- retry.RetryOnConflictWithContext(ctx2, retry.Backoff{Steps: 3, Duration: time.Hour}, conflicts(3).ctxFn, retry.WithSleeper(s))
+			}()
+			select {
+			case err := <-done:
+				assert.ErrorIs(t, err, context.Canceled)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the cancel did not cut the hour's wait short")
+			}
 		})
 	}
 }

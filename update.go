@@ -54,16 +54,20 @@ var (
 // update that fails with a Conflict, and one of the backoff's Steps. An
 // informer's cache lags a writer's own last write: a caller that updates
 // one object again and again passes the object its last update returned.
-// Every rule of
-// [OnErrorWithContext] holds: ctx is checked before every attempt and wait,
-// a loop ended by ctx returns an error matching both ctx's error and the
-// last Conflict, and options apply. An invalid backoff, a nil ctx, a nil
-// mutate or update, or a nil get with a zero current returns an error at
-// once and calls nothing.
 //
-// The retried write carries the resourceVersion that get read, so a write
-// whose outcome a transport error left unknown fails with a Conflict when
-// repeated, instead of applying twice.
+// Every rule of [OnErrorWithContext] holds: ctx is checked before every
+// attempt and wait, a loop ended by ctx returns an error matching both
+// ctx's error and the last Conflict, and options apply. An invalid backoff,
+// a nil ctx, a nil mutate or update, or a nil get with a zero current
+// returns an error at once and calls nothing.
+//
+// Each write carries the resourceVersion its object was read at, so it
+// never overwrites a change made since. But after a Conflict, mutate runs
+// again on the object read afresh: when a transport error has left a write's
+// outcome unknown and the caller retries, mutate must set the state it
+// wants (add a key, set a field) rather than build on what it finds (an
+// increment would apply twice). Then a retry finds its change already made
+// and writes nothing.
 func UpdateOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 	get func(context.Context) (T, error), mutate func(T) error,
 	update func(context.Context, T) (T, error), opts ...Option) (T, error) {
@@ -118,26 +122,44 @@ func (u *updater[T]) attempt(ctx context.Context) error {
 	return nil
 }
 
-// read returns the object to change and a copy to compare it with after
-// mutate: a copy of current on the first attempt when there is one (current
-// itself serves as the untouched original), else get's object.
-func (u *updater[T]) read(ctx context.Context) (obj T, before runtime.Object, err error) {
+// read returns the object to change, a copy of current on the first attempt
+// when there is one, else get's object, and a copy of it to compare it with
+// after mutate.
+func (u *updater[T]) read(ctx context.Context) (obj, before T, err error) {
 	var zero T
+	var original T
 	if u.attempts == 1 && u.current != zero {
-		obj, ok := u.current.DeepCopyObject().(T)
-		if !ok {
-			return zero, nil, fmt.Errorf("retry: current's DeepCopyObject returned a %T, not a %T", u.current.DeepCopyObject(), u.current)
+		original = u.current
+		if obj, err = deepCopy(original); err != nil {
+			return zero, zero, err
 		}
-		return obj, u.current, nil
+	} else {
+		obj, err = u.get(ctx)
+		switch {
+		case err != nil:
+			return zero, zero, err
+		case obj == zero:
+			return zero, zero, errGetNoObj
+		}
+		original = obj
 	}
-	obj, err = u.get(ctx)
-	switch {
-	case err != nil:
-		return zero, nil, err
-	case obj == zero:
-		return zero, nil, errGetNoObj
+	// A copy, not original itself: mutate may reach current through
+	// another reference, which is wrong but must not hide a change.
+	if before, err = deepCopy(original); err != nil {
+		return zero, zero, err
 	}
-	return obj, obj.DeepCopyObject(), nil
+	return obj, before, nil
+}
+
+// deepCopy returns obj.DeepCopyObject() as a T, or an error naming both
+// types when it is not one.
+func deepCopy[T Object](obj T) (T, error) {
+	out, ok := obj.DeepCopyObject().(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("retry: DeepCopyObject of a %T returned a %T", obj, obj.DeepCopyObject())
+	}
+	return out, nil
 }
 
 // retriable accepts update's Conflict, and only while there is a get to

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kuberetry/retry"
@@ -427,4 +428,47 @@ func TestUpdateOnConflictSharedCurrent(t *testing.T) {
 	}
 	assert.Equal(t, workers, s.api.objs["jobs"].Count, "every increment landed once")
 	assert.Equal(t, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs", ResourceVersion: "1"}}, current)
+}
+
+// badCopy is an Object whose DeepCopyObject returns another type.
+type badCopy struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+}
+
+func (*badCopy) DeepCopyObject() runtime.Object { return &Counter{} }
+
+func TestUpdateOnConflictDeepCopyOfAnotherType(t *testing.T) {
+	t.Parallel()
+	want := "retry: DeepCopyObject of a *retry_test.badCopy returned a *retry_test.Counter"
+	for name, current := range map[string]*badCopy{"current": {}, "get": nil} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			calls := 0
+			obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current,
+				func(context.Context) (*badCopy, error) { return &badCopy{}, nil },
+				func(*badCopy) error { calls++; return nil },
+				func(_ context.Context, o *badCopy) (*badCopy, error) { calls++; return o, nil })
+			require.Error(t, err)
+			assert.Equal(t, want, err.Error())
+			assert.Nil(t, obj)
+			assert.Zero(t, calls, "neither mutate nor update is called")
+		})
+	}
+}
+
+func TestUpdateOnConflictComparesWithACopy(t *testing.T) {
+	t.Parallel()
+	// A mutate that also writes the cached object through another reference
+	// (a bug of the caller's) must not make its change look like a no-op.
+	c := newCalls()
+	current := c.cached(t)
+	obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, c.get, func(obj *Counter) error {
+		obj.Owner = "a"
+		current.Owner = "a"
+		return nil
+	}, c.update)
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.api.updates, "the change was written")
+	assert.Equal(t, "a", obj.Owner)
 }
