@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -36,9 +37,11 @@ const (
 	// (the transport's ResponseHeaderTimeout; rest.Config.Timeout would
 	// expire as a bare context.DeadlineExceeded, which IsTransient cannot
 	// tell from the caller's own deadline), and the proxy holds responses
-	// back for a second longer.
+	// back for at least a second longer, and until a request has timed
+	// out awaiting its response headers, for at most faultDelayMax.
 	faultResponseTimeout = time.Second
 	faultDelay           = faultResponseTimeout + time.Second
+	faultDelayMax        = 10 * time.Second
 	// faultToken authenticates the writers to both apiservers, the first
 	// and the one that replaces it.
 	faultToken = "kuberetry-faults"
@@ -173,14 +176,32 @@ func TestFaults(t *testing.T) {
 	reset(1)
 	reset(2)
 
-	// Responses held for longer than the transport waits for them.
-	faultWaitInFlight(t, wire, proxy)
-	before := wire.count(faultTimeout)
-	delayEnd := time.Now().Add(faultDelay)
-	proxy.Delay(faultDelay)
-	faultWaitFor(t, "the delay to end with a response timeout seen", faultDelay+10*time.Second, func() bool {
-		return time.Now().After(delayEnd) && wire.count(faultTimeout) > before
+	// Responses held for longer than the transport waits for them. The
+	// hold starts once a request written from now on awaits its response
+	// headers, so on a live connection whose TLS handshake is done.
+	// Started while the clients redial after a reset, it would hold their
+	// handshakes instead: a request waits for those in its dial, where the
+	// response-header timeout does not run (TLSHandshakeTimeout, 10s,
+	// does), and goes through once the hold ends, so no request times out.
+	// (A request written before now may still await headers on a
+	// connection just reset, the reset not yet met.) Once started, the
+	// hold lasts faultDelay, and on until a request has timed out awaiting
+	// its headers (whatever the writers were doing when it began: waiting
+	// in a backoff, or reading a response that passed just before), for at
+	// most faultDelayMax.
+	mark := time.Now()
+	faultWaitFor(t, "a request written on a live connection", 10*time.Second, func() bool { return wire.awaitingWrittenAfter(mark) })
+	before := wire.headerTimeouts.Load()
+	holdStart := time.Now()
+	proxy.Delay(faultDelayMax)
+	timedOut := faultPoll(faultDelayMax, func() bool {
+		return time.Since(holdStart) >= faultDelay && wire.headerTimeouts.Load() > before
 	})
+	proxy.Release()
+	fig.held, fig.heldTimeouts = time.Since(holdStart), wire.headerTimeouts.Load()-before
+	if !timedOut {
+		t.Fatalf("responses held %v, and no request timed out awaiting its response headers", fig.held.Round(100*time.Millisecond))
+	}
 
 	reset(3)
 
@@ -349,6 +370,8 @@ type faultFigures struct {
 	restarts         int
 	stop, outage     time.Duration // the old server's stop; until the new one serves
 	outageDialErrors int64         // connections the proxy could not forward meanwhile
+	held             time.Duration // how long the delay held responses back
+	heldTimeouts     int64         // requests that timed out awaiting headers meanwhile
 
 	checked                   bool // the ConfigMap was read back
 	failed, keys, lost, extra int
@@ -369,7 +392,8 @@ func (f *faultFigures) String() string {
 		int(ps.ResetAlls)-f.unseenResets, f.resetConns, f.unseenResets)
 	fmt.Fprintf(tw, "apiserver restart, same etcd prefix\t%d\t%v down (%v stopping the old one); %d connections reset meanwhile\n",
 		f.restarts, f.outage.Round(100*time.Millisecond), f.stop.Round(100*time.Millisecond), f.outageDialErrors)
-	fmt.Fprintf(tw, "responses held %v (header timeout %v)\t%d\t%d reads held\n", faultDelay, faultResponseTimeout, ps.Delays, ps.HeldChunks)
+	fmt.Fprintf(tw, "responses held past the header timeout (%v)\t%d\theld %v (at least %v, until a request timed out); %d requests timed out awaiting headers; %d reads held, %d of them a TLS handshake\n",
+		faultResponseTimeout, ps.Delays, f.held.Round(100*time.Millisecond), faultDelay, f.heldTimeouts, ps.HeldChunks, ps.HeldFirst)
 	tw.Flush()
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "error class\ton the wire\tretried by the loops\t")
@@ -473,24 +497,75 @@ func (w *faultWorkload) others() []error {
 	return append([]error(nil), w.unexpected...)
 }
 
-// faultWire counts every request below client-go: those in flight, and
-// the failures by class.
+// faultWire counts every request below client-go: those in flight, the
+// failures by class, and the timeouts of requests that had been written
+// (awaiting their response headers). It also keeps when each request
+// that awaits its response headers was written.
 type faultWire struct {
-	inFlight atomic.Int64
-	mu       sync.Mutex
-	byClass  [numFaultClasses]int
-	example  [numFaultClasses]error
+	inFlight       atomic.Int64
+	headerTimeouts atomic.Int64
+	mu             sync.Mutex
+	byClass        [numFaultClasses]int
+	example        [numFaultClasses]error
+	awaiting       map[*http.Request]time.Time
+}
+
+// awaitingWrittenAfter reports whether a request written after t awaits
+// its response headers.
+func (f *faultWire) awaitingWrittenAfter(t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, wrote := range f.awaiting {
+		if wrote.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *faultWire) wrap(rt http.RoundTripper) http.RoundTripper {
 	return faultRoundTripper(func(req *http.Request) (*http.Response, error) {
+		// written: the request went out whole on a connection, and the
+		// transport's response-header timer runs. It awaits its headers
+		// until the first byte of the response or the end of the call
+		// (answered, under f.mu), whichever comes first.
+		var written atomic.Bool
+		answered := false
+		key := req
+		done := func() {
+			f.mu.Lock()
+			answered = true
+			delete(f.awaiting, key)
+			f.mu.Unlock()
+		}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(info httptrace.WroteRequestInfo) {
+				if info.Err != nil || written.Swap(true) {
+					return
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if answered {
+					return
+				}
+				if f.awaiting == nil {
+					f.awaiting = map[*http.Request]time.Time{}
+				}
+				f.awaiting[key] = time.Now()
+			},
+			GotFirstResponseByte: done,
+		}))
 		f.inFlight.Add(1)
 		resp, err := rt.RoundTrip(req)
 		f.inFlight.Add(-1)
+		done()
 		c := numFaultClasses // no failure
 		switch {
 		case err != nil:
 			c = faultClassify(err)
+			if c == faultTimeout && written.Load() {
+				f.headerTimeouts.Add(1)
+			}
 		case resp.StatusCode == http.StatusConflict:
 			c = faultConflict
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:

@@ -28,6 +28,11 @@ type Stats struct {
 	// Delays is the number of Delay calls, and HeldChunks the number of
 	// reads from a backend whose forwarding a delay held back.
 	Delays, HeldChunks int64
+	// HeldFirst is the number of HeldChunks that were the first bytes
+	// from the backend on their connection: with TLS, the server's half
+	// of the handshake. A client waits for those in its dial, where a
+	// response-header timeout does not run.
+	HeldFirst int64
 }
 
 // Proxy forwards each connection accepted on its loopback address to the
@@ -38,12 +43,13 @@ type Proxy struct {
 	mu        sync.Mutex
 	backend   string
 	conns     map[*pair]struct{}
-	holdUntil time.Time // the backends' bytes wait until then
+	holdUntil time.Time     // the backends' bytes wait until then
+	released  chan struct{} // closed by Release, to wake the holds
 	closed    bool
 
 	wg sync.WaitGroup
 
-	accepted, dialErrors, resetAlls, resets, delays, heldChunks atomic.Int64
+	accepted, dialErrors, resetAlls, resets, delays, heldChunks, heldFirst atomic.Int64
 }
 
 // pair is one proxied connection: the client's side and the backend's.
@@ -51,6 +57,7 @@ type pair struct {
 	client, backend *net.TCPConn
 	once            sync.Once
 	done            chan struct{} // closed when the pair is closed
+	forwarded       bool          // the backend's bytes have reached the client; only its pump uses it
 }
 
 // New starts a proxy on 127.0.0.1, on a port the kernel picks, that
@@ -61,9 +68,10 @@ func New(backend string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		ln:      ln,
-		backend: backend,
-		conns:   make(map[*pair]struct{}),
+		ln:       ln,
+		backend:  backend,
+		conns:    make(map[*pair]struct{}),
+		released: make(chan struct{}),
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -105,8 +113,9 @@ func (p *Proxy) ResetAll() int {
 }
 
 // Delay holds back every byte from the backends, on open connections and
-// on new ones (a new TLS handshake included), for d from now; the bytes
-// then flow again, in order. The client's bytes still reach the server.
+// on new ones (a new TLS handshake included), for d from now or until
+// Release; the bytes then flow again, in order. The client's bytes still
+// reach the server.
 func (p *Proxy) Delay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -115,6 +124,15 @@ func (p *Proxy) Delay(d time.Duration) {
 		p.holdUntil = until
 	}
 	p.delays.Add(1)
+}
+
+// Release ends a delay now: the bytes it held flow again, in order.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdUntil = time.Time{}
+	close(p.released)
+	p.released = make(chan struct{})
 }
 
 // Open returns the number of proxied connections open now.
@@ -133,6 +151,7 @@ func (p *Proxy) Stats() Stats {
 		Resets:     p.resets.Load(),
 		Delays:     p.delays.Load(),
 		HeldChunks: p.heldChunks.Load(),
+		HeldFirst:  p.heldFirst.Load(),
 	}
 }
 
@@ -215,7 +234,12 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	}()
 	go func() { // backend to client, held while a delay lasts
 		defer wg.Done()
-		if !pump(c.client, c.backend, func() { p.hold(c.done) }) {
+		if !pump(c.client, c.backend, func() {
+			if p.hold(c.done) && !c.forwarded {
+				p.heldFirst.Add(1)
+			}
+			c.forwarded = true
+		}) {
 			c.close()
 		}
 	}()
@@ -223,9 +247,9 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	c.close()
 }
 
-// hold blocks while a delay lasts, or until done is closed.
-func (p *Proxy) hold(done <-chan struct{}) {
-	held := false
+// hold blocks while a delay lasts, or until done is closed, and reports
+// whether it blocked.
+func (p *Proxy) hold(done <-chan struct{}) (held bool) {
 	defer func() {
 		if held {
 			p.heldChunks.Add(1)
@@ -234,17 +258,20 @@ func (p *Proxy) hold(done <-chan struct{}) {
 	for {
 		p.mu.Lock()
 		wait := time.Until(p.holdUntil)
+		released := p.released
 		p.mu.Unlock()
 		if wait <= 0 {
-			return
+			return held
 		}
 		held = true
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+		case <-released:
+			t.Stop()
 		case <-done:
 			t.Stop()
-			return
+			return held
 		}
 	}
 }
