@@ -92,29 +92,7 @@ func TestConflicts(t *testing.T) {
 			t.Logf("%d succeeded, %d gave up, %d conflicts, %d attempts (max %d per call), wall %v",
 				sum.Succeeded, sum.GaveUp, sum.Conflicts, sum.Attempts, sum.MaxAttempts, sum.Wall.Round(time.Millisecond))
 
-			if sum.Updates != writers*updates {
-				t.Errorf("%d calls recorded, want %d", sum.Updates, writers*updates)
-			}
-			if sum.Final != sum.Succeeded {
-				t.Errorf("counter is %d but %d increments returned nil: updates lost or doubled", sum.Final, sum.Succeeded)
-			}
-			if err := contention.FirstNonConflict(res); err != nil {
-				t.Errorf("%d calls gave up with a non-Conflict error, e.g. %v", sum.GaveUpNonConflict, err)
-			}
-			if sum.MaxAttempts > tc.strategy.Steps {
-				t.Errorf("a call made %d attempts, more than Steps %d", sum.MaxAttempts, tc.strategy.Steps)
-			}
-			for _, c := range res.Calls {
-				// None of these backoffs reaches a Cap, so a loop gives
-				// up on a Conflict only after its last allowed attempt.
-				if apierrors.IsConflict(c.Err) && c.Attempts != tc.strategy.Steps {
-					t.Errorf("a call gave up on a Conflict after %d attempts, want %d: %v", c.Attempts, tc.strategy.Steps, c.Err)
-					break
-				}
-			}
-			if sum.Conflicts == 0 {
-				t.Errorf("%d writers on one object produced no Conflict: the workload does not contend", writers)
-			}
+			checkContention(t, res, sum, writers*updates, tc.strategy.Steps)
 			if tc.allSucceed && sum.Succeeded != sum.Updates {
 				t.Errorf("%d of %d calls gave up with the generous backoff", sum.GaveUp, sum.Updates)
 			}
@@ -129,4 +107,35 @@ func TestConflicts(t *testing.T) {
 	}
 	tw.Flush()
 	t.Logf("%d writers x %d increments of one ConfigMap counter:\n%s", writers, updates, b.String())
+}
+
+// checkContention fails t unless a run of the contention workload kept its
+// promises: every one of calls recorded; the counter equal to the
+// increments that returned nil (nothing lost, nothing doubled); every
+// give-up a Conflict after exactly steps attempts, since none of the
+// backoffs reaches a Cap; no call over steps attempts; and at least one
+// Conflict, or the run proved nothing about retries.
+func checkContention(t *testing.T, res contention.Result, sum contention.Summary, calls, steps int) {
+	t.Helper()
+	if sum.Updates != calls {
+		t.Errorf("%d calls recorded, want %d", sum.Updates, calls)
+	}
+	if sum.Final != sum.Succeeded {
+		t.Errorf("counter is %d but %d increments returned nil: updates lost or doubled", sum.Final, sum.Succeeded)
+	}
+	if err := contention.FirstNonConflict(res); err != nil {
+		t.Errorf("%d calls gave up with a non-Conflict error, e.g. %v", sum.GaveUpNonConflict, err)
+	}
+	if sum.MaxAttempts > steps {
+		t.Errorf("a call made %d attempts, more than Steps %d", sum.MaxAttempts, steps)
+	}
+	for i, c := range res.Calls {
+		if apierrors.IsConflict(c.Err) && c.Attempts != steps {
+			t.Errorf("call %d gave up on a Conflict after %d attempts, want %d: %v", i, c.Attempts, steps, c.Err)
+			break
+		}
+	}
+	if sum.Conflicts == 0 {
+		t.Errorf("%d calls on one object met no Conflict: the workload does not contend", calls)
+	}
 }

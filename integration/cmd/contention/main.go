@@ -84,19 +84,8 @@ var strategies = []contention.Strategy{
 			return cgretry.RetryOnConflict(cgretry.DefaultBackoff, func() error { return fn(ctx) })
 		},
 	},
-	{Name: "UpdateOnConflict DefaultRetry", Steps: retry.DefaultRetry.Steps, Update: updateOnConflict(retry.DefaultRetry)},
-	{Name: "UpdateOnConflict DefaultBackoff", Steps: retry.DefaultBackoff.Steps, Update: updateOnConflict(retry.DefaultBackoff)},
-}
-
-// updateOnConflict is retry.UpdateOnConflict with backoff b.
-func updateOnConflict(b retry.Backoff) contention.UpdateLoop {
-	return func(ctx context.Context, current *corev1.ConfigMap,
-		get func(context.Context) (*corev1.ConfigMap, error),
-		mutate func(*corev1.ConfigMap) error,
-		update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error),
-	) (*corev1.ConfigMap, error) {
-		return retry.UpdateOnConflict(ctx, b, current, get, mutate, update)
-	}
+	{Name: "UpdateOnConflict DefaultRetry", Steps: retry.DefaultRetry.Steps, Update: contention.UpdateOnConflict(retry.DefaultRetry)},
+	{Name: "UpdateOnConflict DefaultBackoff", Steps: retry.DefaultBackoff.Steps, Update: contention.UpdateOnConflict(retry.DefaultBackoff)},
 }
 
 // run is the program: args are its command-line arguments, kubeconfigEnv

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 )
 
@@ -39,6 +40,18 @@ type UpdateLoop func(ctx context.Context, current *corev1.ConfigMap,
 	mutate func(*corev1.ConfigMap) error,
 	update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error),
 ) (*corev1.ConfigMap, error)
+
+// UpdateOnConflict is retry.UpdateOnConflict with backoff b, as an
+// UpdateLoop.
+func UpdateOnConflict(b retry.Backoff) UpdateLoop {
+	return func(ctx context.Context, current *corev1.ConfigMap,
+		get func(context.Context) (*corev1.ConfigMap, error),
+		mutate func(*corev1.ConfigMap) error,
+		update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error),
+	) (*corev1.ConfigMap, error) {
+		return retry.UpdateOnConflict(ctx, b, current, get, mutate, update)
+	}
+}
 
 // Strategy names a retry loop and the most attempts it may make per call.
 // Exactly one of Loop and Update is set.
