@@ -707,8 +707,11 @@ func TestDeadlinePassedButNotYetDone(t *testing.T) {
 			func(context.Context) error { return errBench })
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.ErrorIs(t, err, errBench)
-		require.NotPanics(t, func() { _ = err.Error() })
+		var msg string
+		require.NotPanics(t, func() { msg = err.Error() })
+		if !strings.HasSuffix(msg, "before the first attempt") { // the deadline may pass before it
+			require.ErrorIs(t, err, errBench)
+		}
 	}
 }
 
