@@ -27,10 +27,12 @@ var (
 //     Requests, or 5xx other than 501 Not Implemented;
 //   - a transport error that k8s.io/apimachinery/pkg/util/net recognizes
 //     (IsConnectionRefused, IsConnectionReset, IsProbableEOF,
-//     IsHTTP2ConnectionLost), and two more that a reset connection gives: a
-//     broken pipe (EPIPE, a write after the reset) and net/http's "http2:
-//     client connection force closed via ClientConn.Close" (the other
-//     requests on an HTTP/2 connection after a write on it failed);
+//     IsHTTP2ConnectionLost), and more that a reset or a restart gives: a
+//     broken pipe (EPIPE, a write after the reset) and net/http's errors
+//     for an HTTP/2 connection that failed or went away under the request
+//     ("http2: client connection force closed via ClientConn.Close", "http2:
+//     client conn could not be established", the server's graceful GOAWAY
+//     and the like);
 //   - a net.Error whose Timeout() is true, such as the transport's
 //     ResponseHeaderTimeout or a net/http Client.Timeout.
 //
@@ -67,18 +69,25 @@ func IsTransient(err error) bool {
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), http2ForceClosed) {
+		errors.Is(err, syscall.EPIPE) || isHTTP2ConnError(err.Error()) {
 		return true
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// http2ForceClosed is the error of every request still in flight on an
-// HTTP/2 connection that net/http closes after a write on it failed, a
-// connection reset among them: a lost connection that
-// utilnet.IsHTTP2ConnectionLost does not recognize.
-const http2ForceClosed = "http2: client connection force closed via ClientConn.Close"
+// isHTTP2ConnError reports whether msg is one of net/http's errors for an
+// HTTP/2 client connection that failed or went away under the request
+// (h2_bundle.go): "http2: client conn is closed", "... not usable", "...
+// could not be established", "http2: client connection force closed via
+// ClientConn.Close" (every request still in flight on a connection that
+// net/http closes after a write on it failed), "http2: client connection
+// lost", and the server's graceful shutdown GOAWAY. Of these,
+// utilnet.IsHTTP2ConnectionLost recognizes only the lost connection.
+func isHTTP2ConnError(msg string) bool {
+	return strings.Contains(msg, "http2: client conn") ||
+		strings.Contains(msg, "http2: Transport received Server's graceful shutdown GOAWAY")
+}
 
 // isDeadlineExceeded reports whether context.DeadlineExceeded itself is in
 // err's tree. Unlike errors.Is, it does not ask the errors' Is methods, by

@@ -176,6 +176,12 @@ func TestIsTransient(t *testing.T) {
 			// after a write failed (h2_bundle.go, errClientConnForceClosed).
 			return &url.Error{Op: "Put", URL: "https://127.0.0.1", Err: errors.New("http2: client connection force closed via ClientConn.Close")}
 		}, true},
+		{"http2 connection not established", func(*testing.T) error {
+			return &url.Error{Op: "Get", URL: "https://127.0.0.1", Err: errors.New("http2: client conn could not be established")}
+		}, true},
+		{"http2 graceful GOAWAY", func(*testing.T) error {
+			return &url.Error{Op: "Get", URL: "https://127.0.0.1", Err: errors.New("http2: Transport received Server's graceful shutdown GOAWAY")}
+		}, true},
 		{"http.Client timeout", func(t *testing.T) error {
 			return timeoutErr(t, &http.Client{Timeout: 5 * time.Millisecond})
 		}, true},
