@@ -626,7 +626,7 @@ const (
 	faultRefused                       // ECONNREFUSED
 	faultEOF                           // the connection closed under a request
 	faultHTTP2Lost                     // http2: client connection lost
-	faultHTTP2Closed                   // another stream's failure closed the connection
+	faultHTTP2Closed                   // net/http failed the HTTP/2 connection under the request
 	faultOther
 	numFaultClasses
 )
@@ -661,9 +661,12 @@ func faultClassify(err error) faultClass {
 		return faultTimeout
 	case utilnet.IsHTTP2ConnectionLost(err):
 		return faultHTTP2Lost
-	case strings.Contains(err.Error(), "http2: client connection force closed"):
+	case strings.Contains(err.Error(), "http2: client conn"),
+		strings.Contains(err.Error(), "http2: Transport received Server's graceful shutdown GOAWAY"):
 		// Go's HTTP/2 transport closes a connection on a write error and
-		// fails every other request on it with this.
+		// fails every other request on it ("client connection force
+		// closed"), and fails a request whose new connection a reset cut
+		// short ("client conn could not be established").
 		return faultHTTP2Closed
 	case utilnet.IsProbableEOF(err):
 		return faultEOF
