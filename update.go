@@ -39,7 +39,7 @@ var (
 //     first attempt is returned as it is, since nothing could re-read.
 //  2. mutate(obj) changes obj in place. Its error ends the loop and is
 //     returned as it is; nothing is written.
-//  3. When mutate left obj semantically equal to what it was
+//  3. When mutate left obj semantically equal to a copy taken before it ran
 //     (equality.Semantic.DeepEqual), obj is returned with a nil error and
 //     update is not called: a no-op costs no write.
 //  4. Otherwise update(ctx, obj) writes it: nil error returns update's
