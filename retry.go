@@ -301,6 +301,12 @@ func newLoopContext(ctx context.Context) loopContext {
 	return loopContext{ctx: ctx, done: ctx.Done()}
 }
 
+// ended reports whether ctx is done; a ctx that can never be done is not
+// asked.
+func (c loopContext) ended() bool {
+	return c.done != nil && c.ctx.Err() != nil
+}
+
 // run is the one loop behind every exported loop. retryAfter is the loop's
 // default server-delay source (nil for none), which [WithRetryAfter]
 // replaces.
@@ -324,7 +330,7 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		if c.done != nil && c.ctx.Err() != nil {
+		if c.ended() {
 			return newContextError(c.ctx, attempt-1, lastErr)
 		}
 		var err error
@@ -364,7 +370,7 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		}
 		o.sleep(c.done, d)
 		if final {
-			if c.done != nil && c.ctx.Err() != nil {
+			if c.ended() {
 				return newContextError(c.ctx, attempt, err)
 			}
 			return err

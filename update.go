@@ -126,8 +126,7 @@ func (u *updater[T]) attempt(ctx context.Context) error {
 // when there is one, else get's object, and a copy of it to compare it with
 // after mutate.
 func (u *updater[T]) read(ctx context.Context) (obj, before T, err error) {
-	var zero T
-	var original T
+	var zero, original T
 	if u.attempts == 1 && u.current != zero {
 		original = u.current
 		if obj, err = deepCopy(original); err != nil {
@@ -154,10 +153,11 @@ func (u *updater[T]) read(ctx context.Context) (obj, before T, err error) {
 // deepCopy returns obj.DeepCopyObject() as a T, or an error naming both
 // types when it is not one.
 func deepCopy[T Object](obj T) (T, error) {
-	out, ok := obj.DeepCopyObject().(T)
+	copied := obj.DeepCopyObject()
+	out, ok := copied.(T)
 	if !ok {
 		var zero T
-		return zero, fmt.Errorf("retry: DeepCopyObject of a %T returned a %T", obj, obj.DeepCopyObject())
+		return zero, fmt.Errorf("retry: DeepCopyObject of a %T returned a %T", obj, copied)
 	}
 	return out, nil
 }
