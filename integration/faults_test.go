@@ -524,7 +524,7 @@ func (f *faultWire) awaitingWrittenAfter(t time.Time) bool {
 }
 
 func (f *faultWire) wrap(rt http.RoundTripper) http.RoundTripper {
-	return faultRoundTripper(func(req *http.Request) (*http.Response, error) {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		// written: the request went out whole on a connection, and the
 		// transport's response-header timer runs. It awaits its headers
 		// until the first byte of the response or the end of the call
@@ -610,10 +610,6 @@ func (f *faultWire) total() int {
 	}
 	return n
 }
-
-type faultRoundTripper func(*http.Request) (*http.Response, error)
-
-func (f faultRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // faultClass is a kind of failure a client meets.
 type faultClass int
