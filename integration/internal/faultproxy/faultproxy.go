@@ -1,8 +1,9 @@
 // Package faultproxy is a TCP proxy on loopback that injects the faults a
 // client of the Kubernetes API server meets on a bad day: every open
 // connection reset at once, responses held back past the client's timeout,
-// and a backend that goes away and comes back at another address (an
-// apiserver restarted behind a fixed address). It forwards bytes and knows
+// a backend that goes away and comes back at another address (an
+// apiserver restarted behind a fixed address), and an outage during which
+// no connection gets through at all. It forwards bytes and knows
 // nothing of TLS or HTTP, so the client's TLS session runs end to end with
 // the server behind it.
 package faultproxy
@@ -33,6 +34,11 @@ type Stats struct {
 	// of the handshake. A client waits for those in its dial, where a
 	// response-header timeout does not run.
 	HeldFirst int64
+	// Outages is the number of outages started (SetOutage(true) while
+	// none lasted), OutageResets the number of open connections their
+	// start reset, and OutageRejects the number of connections accepted
+	// during an outage, each reset at once without reaching a backend.
+	Outages, OutageResets, OutageRejects int64
 }
 
 // Proxy forwards each connection accepted on its loopback address to the
@@ -45,11 +51,13 @@ type Proxy struct {
 	conns     map[*pair]struct{}
 	holdUntil time.Time     // the backends' bytes wait until then
 	released  chan struct{} // closed by Release, to wake the holds
+	outage    bool          // new connections are reset at once
 	closed    bool
 
 	wg sync.WaitGroup
 
 	accepted, dialErrors, resetAlls, resets, delays, heldChunks, heldFirst atomic.Int64
+	outages, outageResets, outageRejects                                   atomic.Int64
 }
 
 // pair is one proxied connection: the client's side and the backend's.
@@ -112,6 +120,39 @@ func (p *Proxy) ResetAll() int {
 	return n
 }
 
+// SetOutage starts (on) or ends (!on) an outage. While it lasts, every
+// connection the proxy accepts is reset at once, on the client's side,
+// and the backend is never dialed: what clients of a load balancer whose
+// backends are all down meet. Starting one also resets every open
+// connection, on both sides, as ResetAll does, and returns how many; so
+// no request gets through until the outage ends. Ending one (or starting
+// one that already lasts) returns 0.
+func (p *Proxy) SetOutage(on bool) int {
+	p.mu.Lock()
+	if !on || p.outage {
+		p.outage = on
+		p.mu.Unlock()
+		return 0
+	}
+	// Set and snapshot under one lock: a connection that serve registers
+	// later sees the outage and resets itself.
+	p.outage = true
+	pairs := make([]*pair, 0, len(p.conns))
+	for c := range p.conns {
+		pairs = append(pairs, c)
+	}
+	p.mu.Unlock()
+	p.outages.Add(1)
+	n := 0
+	for _, c := range pairs {
+		if c.reset() {
+			n++
+		}
+	}
+	p.outageResets.Add(int64(n))
+	return n
+}
+
 // Delay holds back every byte from the backends, on open connections and
 // on new ones (a new TLS handshake included), for d from now or until
 // Release; the bytes then flow again, in order. The client's bytes still
@@ -152,6 +193,10 @@ func (p *Proxy) Stats() Stats {
 		Delays:     p.delays.Load(),
 		HeldChunks: p.heldChunks.Load(),
 		HeldFirst:  p.heldFirst.Load(),
+
+		Outages:       p.outages.Load(),
+		OutageResets:  p.outageResets.Load(),
+		OutageRejects: p.outageRejects.Load(),
 	}
 }
 
@@ -195,8 +240,13 @@ func (p *Proxy) acceptLoop() {
 func (p *Proxy) serve(client *net.TCPConn) {
 	defer p.wg.Done()
 	p.mu.Lock()
-	backend := p.backend
+	backend, outage := p.backend, p.outage
 	p.mu.Unlock()
+	if outage {
+		p.outageRejects.Add(1)
+		rst(client)
+		return
+	}
 
 	// A dial to a stopped server is refused at once; the bound only
 	// matters for a backend that does not answer at all.
@@ -214,6 +264,12 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	if p.closed {
 		p.mu.Unlock()
 		c.close()
+		return
+	}
+	if p.outage { // started while the backend was being dialed
+		p.mu.Unlock()
+		p.outageRejects.Add(1)
+		c.reset()
 		return
 	}
 	p.conns[c] = struct{}{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,15 @@ import (
 // client closes. It stops when the test ends.
 func echoServer(t *testing.T, name string) string {
 	t.Helper()
+	addr, _ := countingEchoServer(t, name)
+	return addr
+}
+
+// countingEchoServer is echoServer that also counts the connections it
+// accepts.
+func countingEchoServer(t *testing.T, name string) (string, *atomic.Int64) {
+	t.Helper()
+	accepted := new(atomic.Int64)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +51,7 @@ func echoServer(t *testing.T, name string) string {
 			if err != nil {
 				return
 			}
+			accepted.Add(1)
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
@@ -61,7 +72,7 @@ func echoServer(t *testing.T, name string) string {
 			}()
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), accepted
 }
 
 func newProxy(t *testing.T, backend string) *Proxy {
@@ -169,6 +180,63 @@ func TestResetAll(t *testing.T) {
 	// The proxy still serves new connections.
 	if got, err := dial(t, p.Addr()).roundTrip("new"); err != nil || got != "a:new" {
 		t.Fatalf("a new connection after ResetAll: %q, %v", got, err)
+	}
+}
+
+func TestOutage(t *testing.T) {
+	backend, accepted := countingEchoServer(t, "a")
+	p := newProxy(t, backend)
+	const n = 2
+	clients := make([]*client, n)
+	for i := range clients {
+		clients[i] = dial(t, p.Addr())
+		if _, err := clients[i].roundTrip("x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if got := p.SetOutage(true); got != n {
+		t.Fatalf("SetOutage(true) reset %d open connections, want %d", got, n)
+	}
+	if got := p.SetOutage(true); got != 0 {
+		t.Fatalf("SetOutage(true) during an outage reset %d connections, want 0", got)
+	}
+	for i, c := range clients {
+		if _, err := c.roundTrip("after"); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("open client %d after the outage began: %v, want ECONNRESET", i, err)
+		}
+	}
+	// New connections are reset at once and reach no backend. On loopback
+	// the reset may arrive before connect returns, failing the dial.
+	const tries = 3
+	for i := range tries {
+		c, err := net.Dial("tcp", p.Addr())
+		if err == nil {
+			cl := &client{conn: c, r: bufio.NewReader(c)}
+			_, err = cl.roundTrip("anyone?")
+			c.Close()
+		}
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("new connection %d during the outage: %v, want ECONNRESET", i, err)
+		}
+	}
+	if got := accepted.Load(); got != n {
+		t.Errorf("the backend accepted %d connections, want only the %d made before the outage", got, n)
+	}
+
+	if got := p.SetOutage(false); got != 0 {
+		t.Errorf("SetOutage(false) returned %d, want 0", got)
+	}
+	if got, err := dial(t, p.Addr()).roundTrip("back"); err != nil || got != "a:back" {
+		t.Fatalf("a new connection after the outage: %q, %v", got, err)
+	}
+	s := p.Stats()
+	if s.Outages != 1 || s.OutageResets != n || s.OutageRejects != tries || s.Accepted != n+tries+1 {
+		t.Errorf("stats %+v, want 1 outage, %d open connections reset, %d rejected, %d accepted", s, n, tries, n+tries+1)
+	}
+	// An outage is not a ResetAll, nor a failed dial.
+	if s.ResetAlls != 0 || s.Resets != 0 || s.DialErrors != 0 {
+		t.Errorf("stats %+v, want no ResetAll and no dial error", s)
 	}
 }
 
