@@ -687,3 +687,41 @@ func TestBudgetOutage(t *testing.T) {
 	}
 	t.Logf("hold on refusal: %d holds, %d probes", hold.holds, hold.probes)
 }
+
+// TestBudgetBound checks the bound check itself on a schedule worked out
+// by hand, so that TestBudgetOutage's use of it means what it says.
+func TestBudgetBound(t *testing.T) {
+	s := time.Second
+	// First attempts at 0s, 1s, ..., 9s; Ratio 0.5 and no floor.
+	var firsts []time.Duration
+	for i := range 10 {
+		firsts = append(firsts, time.Duration(i)*s)
+	}
+	// At 4.5s the Window (-0.5s, 4.5s] holds 5 first attempts: bound
+	// floor(2.5) = 2, so the third retry there is over it. At 10s the
+	// Window (5s, 10s] holds 4 (6s to 9s) and only its own retry: bound 2.
+	retries := []time.Duration{4500 * time.Millisecond, 4500 * time.Millisecond, 4500 * time.Millisecond, 10 * s}
+	worst, over := budgetBound(firsts, retries, 0.5, 0, 5*s, 0)
+	if over != 1 || worst != (budgetWindow{at: 4500 * time.Millisecond, retries: 3, firsts: 5, bound: 2}) {
+		t.Errorf("budgetBound: %d over, worst %+v; want 1 over, the third retry at 4.5s (3 retries, 5 first attempts, bound 2)", over, worst)
+	}
+	// A floor of 1 per second adds 5 to every bound: nothing is over, and
+	// the closest is still the third retry at 4.5s.
+	if worst, over := budgetBound(firsts, retries, 0.5, 1, 5*s, 0); over != 0 || worst.bound != 7 || worst.retries != 3 {
+		t.Errorf("budgetBound with a floor: %d over, worst %+v; want 0 over, worst 3 retries against 7", over, worst)
+	}
+	// Slack counts in the budget's favour. A floor of 1 retry per Window;
+	// retries at 0.2s and 5.15s, a first attempt at 5.2s. Without slack
+	// the Window of the second retry, (0.15s, 5.15s], holds both retries
+	// and no first attempt: over. With 100ms of slack it holds only its
+	// own retry (the far end moves in to 0.25s) and the first attempt
+	// (the near end moves out to 5.25s for first attempts): bound 2.
+	firsts = []time.Duration{5200 * time.Millisecond}
+	retries = []time.Duration{200 * time.Millisecond, 5150 * time.Millisecond}
+	if _, over := budgetBound(firsts, retries, 1, 0.2, 5*s, 0); over != 1 {
+		t.Errorf("budgetBound without slack: %d over, want 1", over)
+	}
+	if _, over := budgetBound(firsts, retries, 1, 0.2, 5*s, 100*time.Millisecond); over != 0 {
+		t.Errorf("budgetBound with 100ms of slack: %d over, want 0", over)
+	}
+}
