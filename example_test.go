@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kuberetry/retry"
@@ -175,7 +176,9 @@ type counters struct {
 	objs          map[string]*Counter
 	version       int
 	gets, updates int
+	creates       int
 	beforeUpdate  func()  // if set, runs before each update: another writer
+	beforeCreate  func()  // if set, runs before each create: another writer
 	failGets      []error // errors for the next gets, in order
 	loseReply     int     // the number of the update that is applied but whose reply is lost
 }
@@ -224,6 +227,28 @@ func (s *counters) Update(_ context.Context, c *Counter) (*Counter, error) {
 	if s.updates == s.loseReply {
 		return nil, &url.Error{Op: "Put", URL: "https://apiserver/counters/" + c.Name, Err: io.EOF}
 	}
+	return stored.DeepCopyObject().(*Counter), nil
+}
+
+// Create stores a new Counter, as the API server does: AlreadyExists when
+// the name is taken, and a refusal of an object that carries a
+// resourceVersion.
+func (s *counters) Create(_ context.Context, c *Counter) (*Counter, error) {
+	s.creates++
+	if s.beforeCreate != nil {
+		s.beforeCreate()
+	}
+	if c.ResourceVersion != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if _, ok := s.objs[c.Name]; ok {
+		return nil, apierrors.NewAlreadyExists(counterResource, c.Name)
+	}
+	s.version++
+	stored := c.DeepCopyObject().(*Counter)
+	stored.ResourceVersion = strconv.Itoa(s.version)
+	stored.UID = types.UID("uid-" + stored.ResourceVersion)
+	s.objs[c.Name] = stored
 	return stored.DeepCopyObject().(*Counter), nil
 }
 
@@ -285,6 +310,95 @@ func ExampleObject() {
 	fmt.Printf("err: %v, count %d; requests: %d get, %d update\n", err, obj.Count, api.gets, api.updates)
 	// Output:
 	// err: <nil>, count 1; requests: 1 get, 1 update
+}
+
+func ExampleCreateOrUpdate() {
+	// Two reconcilers race to create the same object: the other one's create
+	// lands between this one's get and create.
+	ctx := context.Background()
+	api := newCounters() // nothing stored yet
+	api.beforeCreate = func() {
+		if api.creates == 1 {
+			api.version++
+			api.objs["jobs"] = &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs", ResourceVersion: strconv.Itoa(api.version)}, Count: 5}
+		}
+	}
+	desired := &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}} // names the object
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	claim := func(c *Counter) error { // sets the state it wants, on either path
+		c.Owner = "controller-a"
+		return nil
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []retry.Option{
+		retry.WithSleeper(clk),
+		retry.WithRand(func() float64 { return 0 }),
+		retry.WithOnRetry(func(e retry.RetryEvent) {
+			fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, apierrors.ReasonForError(e.Err), e.Delay)
+		}),
+	}
+
+	obj, result, err := retry.CreateOrUpdate(ctx, retry.DefaultRetry, desired, get, claim, api.Create, api.Update, opts...)
+	fmt.Printf("%s, err %v: owner %q, count %d, resourceVersion %s\n", result, err, obj.Owner, obj.Count, obj.ResourceVersion)
+	fmt.Printf("requests: %d get, %d create, %d update\n", api.gets, api.creates, api.updates)
+
+	// Again with the object it returned, as from a cache: nothing to do.
+	api.gets, api.creates, api.updates = 0, 0, 0
+	_, result, err = retry.CreateOrUpdate(ctx, retry.DefaultRetry, obj, get, claim, api.Create, api.Update, opts...)
+	fmt.Printf("%s, err %v; requests: %d get, %d create, %d update\n", result, err, api.gets, api.creates, api.updates)
+	// Output:
+	// attempt 1: AlreadyExists; waiting 10ms
+	// updated, err <nil>: owner "controller-a", count 5, resourceVersion 2
+	// requests: 2 get, 1 create, 1 update
+	// unchanged, err <nil>; requests: 0 get, 0 create, 0 update
+}
+
+func ExampleResult() {
+	ctx := context.Background()
+	api := newCounters()
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	for _, owner := range []string{"a", "b", "b"} {
+		_, result, err := retry.CreateOrUpdate(ctx, retry.DefaultRetry, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}}, get,
+			func(c *Counter) error { c.Owner = owner; return nil }, api.Create, api.Update)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		switch result {
+		case retry.ResultCreated, retry.ResultUpdated:
+			fmt.Printf("owner %s: %s\n", owner, result) // a reconciler records an event here
+		case retry.ResultUnchanged:
+			fmt.Printf("owner %s: %s, nothing sent\n", owner, result)
+		}
+	}
+	// Output:
+	// owner a: created
+	// owner b: updated
+	// owner b: unchanged, nothing sent
+}
+
+func ExampleIsApplyConflict() {
+	// A Server-Side Apply that sets a field another manager owns fails with a
+	// 409 Conflict that no retry of the same apply can resolve.
+	applyErr := apierrors.NewApplyConflict([]metav1.StatusCause{{
+		Type:    metav1.CauseTypeFieldManagerConflict,
+		Message: `conflict with "manager-a": .data.key`,
+		Field:   ".data.key",
+	}}, `Apply failed with 1 conflict: conflict with "manager-a": .data.key`)
+	stale := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("the object has been modified"))
+	fmt.Println("apply conflict:", apierrors.IsConflict(applyErr), retry.IsApplyConflict(applyErr))
+	fmt.Println("stale resourceVersion:", apierrors.IsConflict(stale), retry.IsApplyConflict(stale))
+
+	applies := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		applies++
+		return applyErr // what an apply of manager B returns
+	})
+	fmt.Printf("RetryOnConflict sent %d apply; err is the apply conflict: %v\n", applies, err == applyErr)
+	// Output:
+	// apply conflict: true true
+	// stale resourceVersion: true false
+	// RetryOnConflict sent 1 apply; err is the apply conflict: true
 }
 
 func ExampleOnErrorValue() {
