@@ -478,6 +478,31 @@ func TestBudgetHugeClockJumps(t *testing.T) {
 	}
 }
 
+// TestBudgetHugeJumpWithinAWindow: with a Window of a century, the clock
+// can pass 292 years after the first reading (where now.Sub saturates)
+// while a retry taken 50 years before still counts: it must.
+func TestBudgetHugeJumpWithinAWindow(t *testing.T) {
+	t.Parallel()
+	window := 100 * 365 * 24 * time.Hour
+	clk := testingclock.NewFakeClock(t0)
+	b := &retry.Budget{MinPerSecond: 1.5 / window.Seconds(), Window: window, Clock: clk} // 1 retry
+	firstAttempts(t, b, 1)
+
+	clk.SetTime(t0.AddDate(250, 0, 0))
+	retries, err := budgetRun(b, 10)
+	require.Equal(t, 1, retries)
+	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	clk.SetTime(t0.AddDate(300, 0, 0))
+	retries, err = budgetRun(b, 10)
+	assert.Zero(t, retries, "the retry taken 50 years ago counts for 100")
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	clk.Step(window + window/10)
+	retries, _ = budgetRun(b, 10)
+	assert.Equal(t, 1, retries)
+}
+
 // budgetLog is the tests' own account of what a Budget granted: the times
 // of first attempts and retries, each at the latest clock reading so far,
 // and the bound of the contract computed from them.
