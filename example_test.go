@@ -564,3 +564,107 @@ func ExampleUpdateOnConflict_outage() {
 	// outage: attempt 1: Put "https://apiserver/counters/jobs": EOF; waiting 1s
 	// err: <nil>, owner "controller-a", count 100; requests: 3 get, 2 update
 }
+
+func ExampleWithFullJitter() {
+	// Full jitter: each wait is a uniform fraction of the backoff's step
+	// (100ms, 200ms, 400ms, 800ms), so writers that failed together spread
+	// over the whole wait. The fractions are fixed here to show the waits.
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	start := clk.Now()
+	fractions := []float64{0.5, 0.1, 0.9, 0.3}
+	next := func() float64 { f := fractions[0]; fractions = fractions[1:]; return f }
+	backoff := retry.Backoff{Steps: 5, Duration: 100 * time.Millisecond, Factor: 2}
+
+	attempts := 0
+	err := retry.RetryOnConflict(backoff, func() error {
+		if attempts++; attempts < 5 {
+			return apierrors.NewConflict(counterResource, "jobs", errors.New("the object has been modified"))
+		}
+		return nil
+	},
+		retry.WithFullJitter(),
+		retry.WithRand(next),
+		retry.WithSleeper(clk),
+		retry.WithOnRetry(func(e retry.RetryEvent) { fmt.Printf("attempt %d failed; waiting %v\n", e.Attempt, e.Delay) }),
+	)
+	fmt.Printf("err: %v after %d attempts, %v slept\n", err, attempts, clk.Since(start))
+	// Output:
+	// attempt 1 failed; waiting 50ms
+	// attempt 2 failed; waiting 20ms
+	// attempt 3 failed; waiting 360ms
+	// attempt 4 failed; waiting 240ms
+	// err: <nil> after 5 attempts, 670ms slept
+}
+
+func ExampleBudget() {
+	// One Budget for every loop that talks to one apiserver. While the
+	// server is down, the loops together retry at most
+	// floor(MinPerSecond*Window + Ratio*(calls in the Window)) times per
+	// Window: here 5 + floor(0.1*calls).
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	budget := &retry.Budget{Ratio: 0.1, MinPerSecond: 1, Window: 5 * time.Second, Clock: clk}
+	backoff := retry.Backoff{Steps: 4, Duration: 100 * time.Millisecond, Factor: 2}
+	down := apierrors.NewServiceUnavailable("the apiserver is down")
+
+	call := func(name string) {
+		attempts := 0
+		err := retry.OnError(backoff, retry.IsTransient, func() error { attempts++; return down },
+			retry.WithBudget(budget), retry.WithSleeper(clk))
+		fmt.Printf("%s: attempts %d, budget exhausted: %v\n", name, attempts, errors.Is(err, retry.ErrBudgetExhausted))
+		if errors.Is(err, retry.ErrBudgetExhausted) && attempts == 1 {
+			fmt.Println("  ", err)
+		}
+	}
+	call("call 1") // 3 retries: all it may make
+	call("call 2") // the last 2 retries of the Window
+	call("call 3") // refused at once: return the error, let the workqueue requeue
+	clk.Step(6 * time.Second)
+	call("call 4") // a Window later the retries are back
+	// Output:
+	// call 1: attempts 4, budget exhausted: false
+	// call 2: attempts 3, budget exhausted: true
+	// call 3: attempts 1, budget exhausted: true
+	//    retry: retry budget exhausted after 1 attempt, last error: the apiserver is down
+	// call 4: attempts 4, budget exhausted: false
+}
+
+func ExampleWithOnDone() {
+	// One hook for every call's end: enough to count calls by outcome
+	// without a wrapper around each call.
+	outcomes := map[string]int{}
+	onDone := retry.WithOnDone(func(e retry.DoneEvent) {
+		outcome := "success"
+		switch {
+		case e.Err == nil:
+		case e.Exhausted:
+			outcome = "exhausted"
+		case errors.Is(e.Err, retry.ErrBudgetExhausted):
+			outcome = "budget"
+		case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, context.DeadlineExceeded):
+			outcome = "context"
+		default:
+			outcome = "rejected"
+		}
+		outcomes[outcome]++
+		fmt.Printf("%s: attempts %d\n", outcome, e.Attempts)
+	})
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	conflict := apierrors.NewConflict(counterResource, "jobs", errors.New("the object has been modified"))
+	failing := func(errs ...error) func() error {
+		return func() error { err := errs[0]; errs = errs[1:]; return err }
+	}
+
+	_ = retry.RetryOnConflict(retry.DefaultRetry, failing(conflict, nil), retry.WithSleeper(clk), onDone)
+	_ = retry.RetryOnConflict(retry.DefaultRetry, failing(conflict, conflict, conflict, conflict, conflict), retry.WithSleeper(clk), onDone)
+	_ = retry.RetryOnConflict(retry.DefaultRetry, failing(apierrors.NewForbidden(counterResource, "jobs", errors.New("no"))), retry.WithSleeper(clk), onDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error { return nil }, retry.WithSleeper(clk), onDone)
+	fmt.Println(outcomes)
+	// Output:
+	// success: attempts 2
+	// exhausted: attempts 5
+	// rejected: attempts 1
+	// context: attempts 0
+	// map[context:1 exhausted:1 rejected:1 success:1]
+}
