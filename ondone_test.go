@@ -167,42 +167,42 @@ func TestWithOnDoneOutcomes(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		// run calls a loop with opts and returns its error, the errors of
-		// its attempts and the number of attempts fn saw.
-		run  func(opts ...retry.Option) (error, *script)
+		// run calls a loop with opts and returns its fn's script (the
+		// errors of its attempts and their number) and the loop's error.
+		run  func(opts ...retry.Option) (*script, error)
 		want outcome
 	}{
-		{"success", func(opts ...retry.Option) (error, *script) {
+		{"success", func(opts ...retry.Option) (*script, error) {
 			s := &script{errs: []error{nil}}
-			return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, s.fn, opts...), s
+			return s, retry.OnError(retry.DefaultRetry, apierrors.IsConflict, s.fn, opts...)
 		}, outcome{attempts: 1}},
-		{"success after two conflicts", func(opts ...retry.Option) (error, *script) {
+		{"success after two conflicts", func(opts ...retry.Option) (*script, error) {
 			s := &script{errs: []error{conflict(1), conflict(2), nil}}
-			return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, s.fn, opts...), s
+			return s, retry.OnError(retry.DefaultRetry, apierrors.IsConflict, s.fn, opts...)
 		}, outcome{attempts: 3}},
-		{"non-retriable", func(opts ...retry.Option) (error, *script) {
+		{"non-retriable", func(opts ...retry.Option) (*script, error) {
 			s := &script{errs: []error{conflict(1), forbidden}}
-			return retry.OnError(retry.DefaultRetry, apierrors.IsConflict, s.fn, opts...), s
+			return s, retry.OnError(retry.DefaultRetry, apierrors.IsConflict, s.fn, opts...)
 		}, outcome{attempts: 2, is: []error{forbidden}}},
-		{"exhausted by Steps", func(opts ...retry.Option) (error, *script) {
+		{"exhausted by Steps", func(opts ...retry.Option) (*script, error) {
 			s := conflicts(3)
-			return retry.RetryOnConflict(retry.Backoff{Steps: 3, Duration: time.Millisecond}, s.fn, opts...), s
+			return s, retry.RetryOnConflict(retry.Backoff{Steps: 3, Duration: time.Millisecond}, s.fn, opts...)
 		}, outcome{attempts: 3, exhausted: true}},
-		{"exhausted by Cap", func(opts ...retry.Option) (error, *script) {
+		{"exhausted by Cap", func(opts ...retry.Option) (*script, error) {
 			// 1s, then 2s at the Cap: the loop returns after that wait.
 			s := conflicts(10)
-			return retry.RetryOnConflict(retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 3 * time.Second}, s.fn, opts...), s
+			return s, retry.RetryOnConflict(retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 3 * time.Second}, s.fn, opts...)
 		}, outcome{attempts: 2, exhausted: true}},
-		{"exhausted by Steps at the Cap under WithContinueAtCap", func(opts ...retry.Option) (error, *script) {
+		{"exhausted by Steps at the Cap under WithContinueAtCap", func(opts ...retry.Option) (*script, error) {
 			s := conflicts(10)
 			opts = append(opts, retry.WithContinueAtCap())
-			return retry.RetryOnConflict(retry.Backoff{Steps: 6, Duration: time.Second, Factor: 2, Cap: 3 * time.Second}, s.fn, opts...), s
+			return s, retry.RetryOnConflict(retry.Backoff{Steps: 6, Duration: time.Second, Factor: 2, Cap: 3 * time.Second}, s.fn, opts...)
 		}, outcome{attempts: 6, exhausted: true}},
-		{"ctx done before the first attempt", func(opts ...retry.Option) (error, *script) {
+		{"ctx done before the first attempt", func(opts ...retry.Option) (*script, error) {
 			s := conflicts(1)
-			return retry.RetryOnConflictWithContext(cancelled(), retry.DefaultRetry, s.ctxFn, opts...), s
+			return s, retry.RetryOnConflictWithContext(cancelled(), retry.DefaultRetry, s.ctxFn, opts...)
 		}, outcome{attempts: 0, is: []error{context.Canceled}}},
-		{"ctx ends during a wait", func(opts ...retry.Option) (error, *script) {
+		{"ctx ends during a wait", func(opts ...retry.Option) (*script, error) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s := conflicts(5)
@@ -211,35 +211,35 @@ func TestWithOnDoneOutcomes(t *testing.T) {
 					cancel()
 				}
 			})))
-			return retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, opts...), s
+			return s, retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, opts...)
 		}, outcome{attempts: 2, is: []error{context.Canceled}}},
-		{"ctx ends during the capped final wait", func(opts ...retry.Option) (error, *script) {
+		{"ctx ends during the capped final wait", func(opts ...retry.Option) (*script, error) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s := conflicts(5)
 			opts = append(opts, retry.WithSleeper(sleepHook(func(time.Duration) { cancel() })))
-			return retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Cap: time.Second}, s.ctxFn, opts...), s
+			return s, retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Cap: time.Second}, s.ctxFn, opts...)
 		}, outcome{attempts: 1, is: []error{context.Canceled}}},
-		{"wait past the deadline", func(opts ...retry.Option) (error, *script) {
+		{"wait past the deadline", func(opts ...retry.Option) (*script, error) {
 			// The default sleeper does not start it: nothing sleeps.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
 			s := conflicts(5)
 			opts = append(opts, retry.WithSleeper(nil))
-			return retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 5, Duration: 2 * time.Hour}, s.ctxFn, opts...), s
+			return s, retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 5, Duration: 2 * time.Hour}, s.ctxFn, opts...)
 		}, outcome{attempts: 1, is: []error{context.DeadlineExceeded}}},
-		{"budget refusal", func(opts ...retry.Option) (error, *script) {
+		{"budget refusal", func(opts ...retry.Option) (*script, error) {
 			s := conflicts(5)
 			b := &retry.Budget{Window: time.Second, Clock: testingclock.NewFakeClock(t0)}
 			opts = append(opts, retry.WithBudget(b))
-			return retry.RetryOnConflict(retry.DefaultRetry, s.fn, opts...), s
+			return s, retry.RetryOnConflict(retry.DefaultRetry, s.fn, opts...)
 		}, outcome{attempts: 1, is: []error{retry.ErrBudgetExhausted}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var done []retry.DoneEvent
-			err, s := tt.run(
+			s, err := tt.run(
 				retry.WithSleeper(noSleep{}), // replaced by a later WithSleeper
 				retry.WithOnDone(func(e retry.DoneEvent) { done = append(done, e) }))
 			require.Len(t, done, 1)
