@@ -299,6 +299,22 @@ func TestBudgetRefusalReturnsAtOnce(t *testing.T) {
 	}
 }
 
+// TestBudgetNoDepositWithoutAnAttempt: a loop whose ctx is done before
+// its first attempt deposits nothing.
+func TestBudgetNoDepositWithoutAnAttempt(t *testing.T) {
+	t.Parallel()
+	b := &retry.Budget{Ratio: 1, Window: time.Second, Clock: testingclock.NewFakeClock(t0)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		err := retry.OnErrorWithContext(ctx, retry.DefaultRetry, always, func(context.Context) error { return nil }, retry.WithBudget(b))
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	retries, err := budgetRun(b, 10)
+	assert.Equal(t, 1, retries, "only the loop's own first attempt counts")
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+}
+
 // TestBudgetCappedFinalWaitWithdrawsNothing: the wait after the step that
 // reached Cap leads to no attempt, so it takes no retry from the budget.
 func TestBudgetCappedFinalWaitWithdrawsNothing(t *testing.T) {

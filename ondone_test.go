@@ -449,6 +449,14 @@ func TestWithOnDoneNotCalledForBadInput(t *testing.T) {
 			_, _, err := retry.CreateOrUpdate(nilCtx, retry.DefaultRetry, desired(), get, mutate, write, write, o...)
 			return err
 		},
+		"Create no metadata": func(o ...retry.Option) error {
+			_, _, err := retry.CreateOrUpdate(ctx, retry.DefaultRetry, &noMeta{},
+				func(context.Context) (*noMeta, error) { calls++; return nil, nil },
+				func(*noMeta) error { calls++; return nil },
+				func(context.Context, *noMeta) (*noMeta, error) { calls++; return nil, nil },
+				func(context.Context, *noMeta) (*noMeta, error) { calls++; return nil, nil }, o...)
+			return err
+		},
 		"Create bad backoff": func(o ...retry.Option) error {
 			_, _, err := retry.CreateOrUpdate(ctx, bad, desired(), get, mutate, write, write, o...)
 			return err
