@@ -552,7 +552,7 @@ func TestCreateOrUpdateRule2CreatesFromAStoredCopy(t *testing.T) {
 	deleted := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	grace := int64(30)
 	current := &Counter{ObjectMeta: metav1.ObjectMeta{
-		Name: "jobs", Namespace: "ns", ResourceVersion: "41", UID: "old-uid", Generation: 3,
+		Name: "jobs", Namespace: "ns", ResourceVersion: "41", UID: "old-uid", Generation: 3, SelfLink: "/api/v1/namespaces/ns/counters/jobs",
 		CreationTimestamp: deleted, DeletionTimestamp: &deleted, DeletionGracePeriodSeconds: &grace,
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "someone-else", Operation: metav1.ManagedFieldsOperationUpdate}},
 		Labels:          map[string]string{"app": "jobs"},
@@ -576,11 +576,11 @@ func TestCreateOrUpdateRule2CreatesFromAStoredCopy(t *testing.T) {
 	assert.Equal(t, "1", obj.ResourceVersion)
 	require.NotNil(t, sent)
 	want := current.DeepCopyObject().(*Counter)
-	want.ResourceVersion, want.UID, want.Generation = "", "", 0
+	want.ResourceVersion, want.UID, want.Generation, want.SelfLink = "", "", 0, ""
 	want.CreationTimestamp, want.DeletionTimestamp, want.DeletionGracePeriodSeconds = metav1.Time{}, nil, nil
 	want.ManagedFields = nil
 	want.Owner = "a"
-	assert.Equal(t, want, sent, "cleared: resourceVersion, uid, generation, timestamps, managedFields; kept: the rest")
+	assert.Equal(t, want, sent, "cleared: resourceVersion, uid, generation, selfLink, timestamps, managedFields; kept: the rest")
 	assert.Equal(t, snapshot, current, "current is never modified")
 }
 
