@@ -45,7 +45,11 @@ const budgetSlots = 10
 // grow with the request rate; a first attempt may then stop counting up to
 // Window/10 early and a retry up to Window/10 late, which only lowers what
 // is granted, never raises it. Time is the latest reading of Clock seen so
-// far: a clock that goes backwards counts as standing still.
+// far: a clock that goes backwards counts as standing still. A reading too
+// far from the first to number its sub-window (292 years on, or decades
+// with a Window of nanoseconds, as a fake clock may jump) starts the count
+// afresh: first attempts are dropped, and retries too when the jump is more
+// than 1.1 Windows, so the bound still holds.
 //
 // Finagle's defaults are Ratio 0.2, MinPerSecond 10 and Window 10s. The
 // zero Budget is invalid (its Window is 0). A Budget is safe for concurrent
