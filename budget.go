@@ -45,7 +45,11 @@ const budgetSlots = 10
 // grow with the request rate; a first attempt may then stop counting up to
 // Window/10 early and a retry up to Window/10 late, which only lowers what
 // is granted, never raises it. Time is the latest reading of Clock seen so
-// far: a clock that goes backwards counts as standing still.
+// far: a clock that goes backwards counts as standing still. A reading too
+// far from the first to number its sub-window (292 years on, or decades
+// with a Window of nanoseconds, as a fake clock may jump) starts the count
+// afresh: first attempts are dropped, and retries too when the jump is more
+// than 1.1 Windows, so the bound still holds.
 //
 // Finagle's defaults are Ratio 0.2, MinPerSecond 10 and Window 10s. The
 // zero Budget is invalid (its Window is 0). A Budget is safe for concurrent
@@ -68,6 +72,7 @@ type Budget struct {
 	mu         sync.Mutex
 	started    bool
 	base       time.Time // the first reading; sub-windows are counted from it
+	latest     time.Time // the latest reading
 	cur        uint64    // the sub-window of the latest reading
 	firsts     [budgetSlots + 1]int64
 	retries    [budgetSlots + 1]int64
@@ -137,14 +142,23 @@ func (b *Budget) advance() int {
 		now = b.Clock.Now()
 	}
 	if !b.started {
-		b.started, b.base = true, now
+		b.started, b.base, b.latest = true, now, now
 	}
 	var k uint64
 	if elapsed := now.Sub(b.base); elapsed > 0 {
-		// floor(elapsed*budgetSlots/Window) without overflow; the
-		// quotient fits since elapsed <= MaxInt64.
+		// floor(elapsed*budgetSlots/Window) without overflow.
 		hi, lo := bits.Mul64(uint64(elapsed), budgetSlots)
+		if elapsed == maxDuration || hi >= uint64(b.Window) {
+			// now.Sub saturated (now is over 292 years after base), or the
+			// quotient does not fit in 64 bits (a Window of a few ns, now
+			// decades after base): number the sub-windows afresh from now.
+			b.restart(now)
+			return 0
+		}
 		k, _ = bits.Div64(hi, lo, uint64(b.Window))
+	}
+	if now.After(b.latest) {
+		b.latest = now
 	}
 	const n = budgetSlots + 1
 	switch {
@@ -165,6 +179,24 @@ func (b *Budget) advance() int {
 		}
 	}
 	return int(b.cur % n)
+}
+
+// restart makes now the start of sub-window 0, for a now too far from
+// base to number its sub-window. First attempts are dropped, which only
+// lowers what is granted. Retries are dropped when the latest reading is
+// at least 1.1 Windows before now, so that none still counts; otherwise
+// they are kept in now's sub-window, which counts them late, never early.
+func (b *Budget) restart(now time.Time) {
+	keep := b.retryTotal
+	// gap >= Window + ceil(Window/10), written so that nothing overflows.
+	if gap := now.Sub(b.latest); gap >= b.Window && gap-b.Window > (b.Window-1)/budgetSlots {
+		keep = 0
+	}
+	const n = budgetSlots + 1
+	b.firsts, b.retries = [n]int64{}, [n]int64{}
+	b.firstTotal, b.retryTotal = 0, keep
+	b.retries[0] = keep
+	b.base, b.latest, b.cur = now, now, 0
 }
 
 // budgetError is returned when a Budget refuses a retry.

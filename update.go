@@ -173,7 +173,8 @@ func UpdateOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 //  2. When get returns NotFound, the attempt creates: a deep copy of current,
 //     with the fields that a create must not carry cleared
 //     (resourceVersion, uid, creationTimestamp, deletionTimestamp,
-//     deletionGracePeriodSeconds, generation and managedFields; see below),
+//     deletionGracePeriodSeconds, selfLink, generation and managedFields;
+//     see below),
 //     is changed by mutate and written by create, with no no-op check.
 //     Success returns (create's object, [ResultCreated], nil). AlreadyExists,
 //     another writer having created it meanwhile, is retried, and the next
@@ -203,13 +204,20 @@ func UpdateOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 // informer's delete event then triggers the next reconcile, which creates
 // the object.
 //
-// Cleared on the create path: the server refuses a create that carries a
-// resourceVersion, and it replaces uid, creationTimestamp, generation and
-// a deletion timestamp with its own. managedFields are cleared because the
-// server keeps those a create sends, which would credit the fields to the
-// managers of the deleted object rather than to the creating one.
-// ownerReferences, finalizers, labels and annotations are kept: they are
-// what the caller wants the object to carry.
+// What the create path clears, as the real apiserver (v1.37) showed: it
+// refuses a create that carries a resourceVersion (with a 500, which
+// [IsTransient] cannot tell from a server fault); it replaces uid,
+// creationTimestamp, selfLink and a deletion timestamp with its own, and
+// resets generation for the kinds that track it, but keeps the one sent for
+// others (a ConfigMap). It keeps the managedFields a create sends for every
+// field the new object does not carry, so a stale copy would credit such
+// fields to managers that never wrote the new object, and a later apply of
+// them would conflict with those managers. ownerReferences, finalizers,
+// labels and annotations are kept: they are what the caller wants the
+// object to carry (a copy cached while the object was being deleted brings
+// its finalizers back; mutate sets the ones it wants). The server drops a
+// status sent with a create: a status change needs a status write after
+// it.
 func CreateOrUpdate[T Object](ctx context.Context, backoff Backoff, current T,
 	get func(context.Context) (T, error), mutate func(T) error,
 	create func(context.Context, T) (T, error),
@@ -319,6 +327,7 @@ func (w *writer[T]) createFromCurrent(ctx context.Context) error {
 	acc.SetCreationTimestamp(metav1.Time{})
 	acc.SetDeletionTimestamp(nil)
 	acc.SetDeletionGracePeriodSeconds(nil)
+	acc.SetSelfLink("")
 	acc.SetGeneration(0)
 	acc.SetManagedFields(nil)
 	ns, name := acc.GetNamespace(), acc.GetName()
