@@ -80,7 +80,9 @@ func TestCreateFromStoredCopy(t *testing.T) {
 		c := stored.DeepCopy()
 		c.ResourceVersion = ""
 		c.CreationTimestamp = metav1.NewTime(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-		c.SelfLink = "/api/v1/namespaces/elsewhere/configmaps/terminating"
+		// selfLink is deprecated, and the server no longer sets it; a copy
+		// from an old cache or another tool may still carry one.
+		c.SetSelfLink("/api/v1/namespaces/elsewhere/configmaps/terminating")
 		got, err := cms.Create(ctx, c, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create from the copy with only resourceVersion cleared: %v", err)
@@ -92,8 +94,8 @@ func TestCreateFromStoredCopy(t *testing.T) {
 		if !got.CreationTimestamp.After(c.CreationTimestamp.Time) {
 			t.Errorf("creationTimestamp %v kept from the copy", got.CreationTimestamp)
 		}
-		if got.DeletionTimestamp != nil || got.DeletionGracePeriodSeconds != nil || got.SelfLink != "" {
-			t.Errorf("deletionTimestamp %v, grace period %v, selfLink %q; want all cleared", got.DeletionTimestamp, got.DeletionGracePeriodSeconds, got.SelfLink)
+		if got.DeletionTimestamp != nil || got.DeletionGracePeriodSeconds != nil || got.GetSelfLink() != "" {
+			t.Errorf("deletionTimestamp %v, grace period %v, selfLink %q; want all cleared", got.DeletionTimestamp, got.DeletionGracePeriodSeconds, got.GetSelfLink())
 		}
 		if !slices.Equal(got.Finalizers, stored.Finalizers) || len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != owner.UID {
 			t.Errorf("finalizers %v, ownerReferences %v; want the copy's %v and the live owner", got.Finalizers, got.OwnerReferences, stored.Finalizers)
@@ -255,7 +257,7 @@ func owns(cm *corev1.ConfigMap, manager, key string) bool {
 			continue
 		}
 		var fields map[string]map[string]json.RawMessage
-		if json.Unmarshal(m.FieldsV1.Raw, &fields) == nil {
+		if json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields) == nil {
 			if _, ok := fields["f:data"]["f:"+key]; ok {
 				return true
 			}
@@ -270,7 +272,7 @@ func fieldOwners(cm *corev1.ConfigMap) string {
 	for _, m := range cm.ManagedFields {
 		raw := ""
 		if m.FieldsV1 != nil {
-			raw = string(m.FieldsV1.Raw)
+			raw = m.FieldsV1.GetRawString()
 		}
 		parts = append(parts, m.Manager+" "+raw)
 	}
