@@ -14,9 +14,10 @@ import (
 	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
-// TestApplyConflict has manager B apply a field that manager A owns, with
+// testApplyConflict has manager B apply a field that manager A owns, with
 // Server-Side Apply on the real apiserver: a 409 that apierrors.IsConflict
 // accepts, but that no retry can resolve, since B's apply is the same each
 // time. It counts the PATCHes on the wire: client-go's RetryOnConflict
@@ -24,8 +25,7 @@ import (
 // and UpdateOnConflict send one and return the error as it is, for which
 // retry.IsApplyConflict holds (and not for a stale-resourceVersion
 // Conflict from the same server, also checked).
-func TestApplyConflict(t *testing.T) {
-	s := startServer(t)
+func testApplyConflict(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := createNamespace(t, s, "apply-")

@@ -27,6 +27,7 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
 // childKeeper is a controller-runtime reconciler that keeps a child
@@ -166,7 +167,7 @@ func (k *childKeeper) count(f func()) {
 	f()
 }
 
-// TestCreateOrUpdateControllerRuntime runs a controller-runtime manager
+// testCreateOrUpdateControllerRuntime runs a controller-runtime manager
 // whose reconciler keeps a child ConfigMap (owner reference set) with
 // CreateOrUpdate while another client deletes the child and edits its
 // data. It checks that the reconciler converges (the child exists, owned
@@ -176,8 +177,7 @@ func (k *childKeeper) count(f func()) {
 // the reconciler and at the manager's transport, that no retry re-read
 // the cache: one cache read per call, every later attempt an API read,
 // and no API read returned what had just been refused.
-func TestCreateOrUpdateControllerRuntime(t *testing.T) {
-	s := startServer(t)
+func testCreateOrUpdateControllerRuntime(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := createNamespace(t, s, "keeper-")

@@ -18,9 +18,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
-// TestCreateFromStoredCopy records what the real apiserver does with each
+// testCreateFromStoredCopy records what the real apiserver does with each
 // metadata field of an object created from a stored copy (read from the
 // server, then deleted there), the object CreateOrUpdate's create path
 // starts from when current came from a cache. It is the evidence for what
@@ -40,8 +41,7 @@ import (
 //   - ownerReferences (to a live or a deleted owner), finalizers (even
 //     from a copy read while the object was being deleted), labels and
 //     data: kept, as the desired state they are.
-func TestCreateFromStoredCopy(t *testing.T) {
-	s := startServer(t)
+func testCreateFromStoredCopy(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := createNamespace(t, s, "copy-")

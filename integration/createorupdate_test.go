@@ -14,13 +14,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
 // raceBackoff is the backoff for 16 racing writers: 30 attempts,
 // no Cap.
 var raceBackoff = retry.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.2, Jitter: 1.0}
 
-// TestCreateOrUpdateRace releases 16 goroutines together, each calling
+// testCreateOrUpdateRace releases 16 goroutines together, each calling
 // CreateOrUpdate on one ConfigMap that does not exist yet and adding a key
 // of its own. It checks that all of them return nil, exactly one created
 // the object and the 15 others updated it, the object holds the 16 keys,
@@ -28,8 +29,7 @@ var raceBackoff = retry.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Fact
 // AlreadyExists that the loser's create saw, every Conflict the update
 // path met was a PUT 409, each attempt read once (the caller's object has
 // no resourceVersion), and each loser posted at most once.
-func TestCreateOrUpdateRace(t *testing.T) {
-	s := startServer(t)
+func testCreateOrUpdateRace(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := createNamespace(t, s, "race-")
@@ -168,7 +168,7 @@ func TestCreateOrUpdateRace(t *testing.T) {
 	}
 }
 
-// TestCreateOrUpdateFromDeletedCache passes CreateOrUpdate an object from
+// testCreateOrUpdateFromDeletedCache passes CreateOrUpdate an object from
 // an informer's cache after the server deleted it, with a mutate that
 // changes it: the update gets NotFound, the next attempt reads NotFound
 // and creates the object from the cached copy, which the server accepts.
@@ -176,8 +176,7 @@ func TestCreateOrUpdateRace(t *testing.T) {
 // the new object is a new one (new uid), carries mutate's change and the
 // cached data, that its managed fields name the creating manager only,
 // and that the cache's object was not modified.
-func TestCreateOrUpdateFromDeletedCache(t *testing.T) {
-	s := startServer(t)
+func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := createNamespace(t, s, "deleted-")

@@ -26,11 +26,12 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
 // The README's section "Every write" shows one function per write a
 // controller makes. Each ```go block of that section is in this file as it
-// is there (TestReadmeEveryWrite checks it), and TestEveryWrite runs each
+// is there (TestReadmeEveryWrite checks it), and TestWrites/EveryWrite runs each
 // against the real apiserver.
 
 // setPhase labels a ConfigMap taken from an informer's cache.
@@ -189,11 +190,10 @@ func quickStart(ctx context.Context, client kubernetes.Interface, ns, name strin
 	return cm, result, err
 }
 
-// TestEveryWrite runs each of the README's "Every write" functions against
+// testEveryWrite runs each of the README's "Every write" functions against
 // the real apiserver and counts what it sends on the wire, and measures the
 // traps that section names.
-func TestEveryWrite(t *testing.T) {
-	s := startServer(t)
+func testEveryWrite(t *testing.T, s *testserver.Server) {
 	w := newWriteEnv(t, s.Config)
 	t.Run("QuickStart", func(t *testing.T) { testQuickStart(t, w) })
 	t.Run("Update", func(t *testing.T) { testSetPhase(t, w) })
@@ -603,7 +603,7 @@ func testDeleteIfUnused(t *testing.T, w *writeEnv) {
 
 // TestReadmeEveryWrite fails unless every ```go block of the README's
 // section "Every write" appears, exactly as written there, in this file,
-// whose functions TestEveryWrite runs; and the Quick start's first block
+// whose functions TestWrites/EveryWrite runs; and the Quick start's first block
 // too, one tab deeper (it is quickStart's body).
 func TestReadmeEveryWrite(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")

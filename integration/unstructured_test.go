@@ -15,19 +15,19 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
 var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 
-// TestUnstructuredNoop writes a Deployment through the dynamic client as
+// testUnstructuredNoop writes a Deployment through the dynamic client as
 // *unstructured.Unstructured, whose stored numbers decode as int64 while
 // the same numbers from YAML or arithmetic are float64. It checks, on the
 // wire: the server itself sees a PUT of a float64 of the stored value as
 // no change (the resourceVersion stays), so that PUT is a wasted request;
 // UpdateOnConflict sends none for it, at the top level (spec.replicas) or
 // deep in a list (a container port); a real change sends exactly one PUT.
-func TestUnstructuredNoop(t *testing.T) {
-	s := startServer(t)
+func testUnstructuredNoop(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := createNamespace(t, s, "unstructured-")
