@@ -209,11 +209,7 @@ type budgetError struct {
 }
 
 func (e *budgetError) Error() string {
-	unit := "attempts"
-	if e.attempts == 1 {
-		unit = "attempt"
-	}
-	return fmt.Sprintf("%v after %d %s, last error: %v", ErrBudgetExhausted, e.attempts, unit, e.last)
+	return ErrBudgetExhausted.Error() + afterAttempts(e.attempts, e.last)
 }
 
 func (e *budgetError) Unwrap() []error {
