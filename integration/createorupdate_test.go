@@ -174,8 +174,9 @@ func testCreateOrUpdateRace(t *testing.T, s *testserver.Server) {
 // and creates the object from the cached copy, which the server accepts.
 // It checks the requests on the wire (PUT 404, GET 404, POST 201), that
 // the new object is a new one (new uid), carries mutate's change and the
-// cached data, that its managed fields name the creating manager only,
-// and that the cache's object was not modified.
+// cached data, that its managed fields name the creating manager only
+// (none left to first-writer for the field mutate dropped), and that the
+// cache's object was not modified.
 func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -184,7 +185,7 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 	lister := startInformer(t, ctx, s.Client, ns)
 	orig, err := s.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "x"}},
-		Data:       map[string]string{"kept": "yes"},
+		Data:       map[string]string{"kept": "yes", "dropped": "yes"},
 	}, metav1.CreateOptions{FieldManager: "first-writer"})
 	if err != nil {
 		t.Fatal(err)
@@ -211,6 +212,9 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 				cm.Data = map[string]string{}
 			}
 			cm.Data["reconciled"] = "yes"
+			// A field the copy's managedFields credit to first-writer and
+			// the new object lacks: a stale entry would keep it.
+			delete(cm.Data, "dropped")
 			return nil
 		},
 		func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
@@ -229,7 +233,7 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 	if total := wire.count("update", "configmaps", -1) + wire.count("get", "configmaps", -1) + wire.count("create", "configmaps", -1); total != 3 {
 		t.Errorf("%d ConfigMap requests, want 3: %s", total, wire.String())
 	}
-	if got.UID == orig.UID || got.Data["kept"] != "yes" || got.Data["reconciled"] != "yes" || got.Labels["app"] != "x" {
+	if got.UID == orig.UID || got.Data["kept"] != "yes" || got.Data["reconciled"] != "yes" || got.Data["dropped"] != "" || got.Labels["app"] != "x" {
 		t.Errorf("recreated object: uid %s (old %s), data %v, labels %v; want a new uid, the cached data and mutate's key",
 			got.UID, orig.UID, got.Data, got.Labels)
 	}
