@@ -43,11 +43,6 @@ const (
 	// outagePace is how long after a successful call its key comes back
 	// (AddAfter): each key is reconciled about 10 times a second.
 	outagePace = 100 * time.Millisecond
-	// outageSlack is how far apart this test's record of an attempt or a
-	// retry and the budget's own clock reading may be (the record is taken
-	// beside the loop, not inside it); the bound check gives the budget
-	// that much room at both ends of each Window.
-	outageSlack = 50 * time.Millisecond
 )
 
 var (
@@ -106,8 +101,9 @@ type outageResult struct {
 
 	mu       sync.Mutex
 	calls    []outageCall
-	attempts []outageAttempt // every attempt of the outer loop
-	retries  []time.Duration // every retry of the outer loop (OnRetry)
+	attempts []time.Duration // every attempt of the outer loop
+	firsts   []span          // when the budget may have counted each first attempt
+	retries  []span          // when the budget may have counted each retry
 	others   []error         // errors of no expected kind, a few
 
 	// bounds[p] is when phase p begins; bounds[numPhases] the run's end.
@@ -117,10 +113,9 @@ type outageResult struct {
 	keys     map[string]string // the ConfigMap's data at the end
 }
 
-type outageAttempt struct {
-	at    time.Duration
-	first bool
-}
+// span is when something happened that this test cannot see directly
+// (the budget's clock reading inside a loop): at some time in [lo, hi].
+type span struct{ lo, hi time.Duration }
 
 // phaseOf returns the phase that t falls in.
 func (r *outageResult) phaseOf(t time.Duration) outagePhase {
@@ -153,13 +148,13 @@ func (r *outageResult) phase(p outagePhase) phaseFigures {
 			}
 		}
 	}
-	for _, a := range r.attempts {
-		if r.phaseOf(a.at) == p {
+	for _, t := range r.attempts {
+		if r.phaseOf(t) == p {
 			f.attempts++
 		}
 	}
 	for _, t := range r.retries {
-		if r.phaseOf(t) == p {
+		if r.phaseOf(t.hi) == p {
 			f.retries++
 		}
 	}
@@ -422,9 +417,15 @@ func (w *outageWorkload) call(ctx context.Context, writer int) error {
 		cm.Data[key] = value
 		return nil
 	}
+	// The budget reads its clock inside the loop: a first attempt's
+	// deposit between the call's start and fn's first call, a retry's
+	// withdrawal between the failed attempt's return and OnRetry. This
+	// record keeps both ends.
+	var attemptEnd time.Duration
 	opts := append([]retry.Option{
 		retry.WithOnRetry(func(retry.RetryEvent) {
-			w.res.record(func(r *outageResult) { r.retries = append(r.retries, time.Since(w.start)) })
+			sp := span{lo: attemptEnd, hi: time.Since(w.start)}
+			w.res.record(func(r *outageResult) { r.retries = append(r.retries, sp) })
 		}),
 		retry.WithOnDone(func(ev retry.DoneEvent) { c.done = &ev }),
 	}, w.run.opts...)
@@ -432,7 +433,13 @@ func (w *outageWorkload) call(ctx context.Context, writer int) error {
 	_, err := retry.OnErrorValue(ctx, outageOuter, retry.IsTransient, func(ctx context.Context) (*corev1.ConfigMap, error) {
 		c.attempts++
 		at := time.Since(w.start)
-		w.res.record(func(r *outageResult) { r.attempts = append(r.attempts, outageAttempt{at: at, first: c.attempts == 1}) })
+		w.res.record(func(r *outageResult) {
+			r.attempts = append(r.attempts, at)
+			if c.attempts == 1 {
+				r.firsts = append(r.firsts, span{lo: c.start, hi: at})
+			}
+		})
+		defer func() { attemptEnd = time.Since(w.start) }()
 		return retry.UpdateOnConflict(ctx, outageInner, nil, get, mutate, update)
 	}, opts...)
 	c.end, c.err, c.refused = time.Since(w.start), err, w.refused(err)
@@ -497,23 +504,24 @@ type budgetWindow struct {
 // budgetBound computes, at each retry in retries, the retries and first
 // attempts of the Window that ends there and the budget's bound
 // floor(minPerSecond*window + ratio*firsts); it returns the window closest
-// to its bound (or furthest over it) and how many were over. Both lists
-// are times from one clock. slack widens the Window for first attempts
-// and narrows it for retries, at both ends, so that the few milliseconds
-// between the budget's clock reading and this record count in the
-// budget's favour.
-func budgetBound(firsts, retries []time.Duration, ratio, minPerSecond float64, window, slack time.Duration) (worst budgetWindow, over int) {
-	firsts, retries = slices.Sorted(slices.Values(firsts)), slices.Sorted(slices.Values(retries))
+// to its bound (or furthest over it) and how many were over. Each entry is
+// a span in which the budget read its clock for it, so the count is in the
+// budget's favour: of the retries, only those surely withdrawn before this
+// one and within its Window (this one included); of the first attempts,
+// every one that may have been deposited within it. So a retry found over
+// the bound is one the budget granted beyond it, whatever the scheduling
+// delays between its clock readings and this record.
+func budgetBound(firsts, retries []span, ratio, minPerSecond float64, window time.Duration) (worst budgetWindow, over int) {
 	worst.bound = math.MaxInt
-	for i, at := range retries {
-		w := budgetWindow{at: at}
-		for _, r := range retries[:i+1] {
-			if r > at-window+slack {
+	for i, x := range retries {
+		w := budgetWindow{at: x.hi, retries: 1}
+		for j, y := range retries {
+			if j != i && y.hi <= x.lo && y.lo > x.hi-window {
 				w.retries++
 			}
 		}
 		for _, f := range firsts {
-			if f > at-window-slack && f <= at+slack {
+			if f.lo <= x.hi && f.hi > x.lo-window {
 				w.firsts++
 			}
 		}
@@ -531,17 +539,6 @@ func budgetBound(firsts, retries []time.Duration, ratio, minPerSecond float64, w
 func (w budgetWindow) String() string {
 	return fmt.Sprintf("at %v: %d retries in the Window, bound %d (from %d first attempts)",
 		w.at.Round(time.Millisecond), w.retries, w.bound, w.firsts)
-}
-
-// firstAttempts returns the times of the runs' first attempts.
-func (r *outageResult) firstAttempts() []time.Duration {
-	var firsts []time.Duration
-	for _, a := range r.attempts {
-		if a.first {
-			firsts = append(firsts, a.at)
-		}
-	}
-	return firsts
 }
 
 // refusalHold is what a caller can do so that a budget lowers the total
@@ -682,7 +679,7 @@ func TestBudgetOutage(t *testing.T) {
 
 	for _, r := range results {
 		r.checkCommon(t)
-		worst, over := budgetBound(r.firstAttempts(), r.retries, 0.1, 1, 5*time.Second, outageSlack)
+		worst, over := budgetBound(r.firsts, r.retries, 0.1, 1, 5*time.Second)
 		t.Logf("%s: %d retries, %d over the bound; closest to it (or furthest over) %s", r.run.name, len(r.retries), over, worst)
 		if r.run.refused == nil {
 			// Without a budget the retries go far over the bound: the
@@ -721,40 +718,42 @@ func TestBudgetOutage(t *testing.T) {
 		hold.holds, hold.probes, (hold.ended.Sub(results[2].start) - results[2].bounds[phaseAfter]).Round(10*time.Millisecond))
 }
 
-// TestBudgetBound checks the bound check itself on a schedule worked out
+// TestBudgetBound checks the bound check itself on schedules worked out
 // by hand, so that TestBudgetOutage's use of it means what it says.
 func TestBudgetBound(t *testing.T) {
 	s := time.Second
+	at := func(d time.Duration) span { return span{d, d} }
 	// First attempts at 0s, 1s, ..., 9s; Ratio 0.5 and no floor.
-	var firsts []time.Duration
+	var firsts []span
 	for i := range 10 {
-		firsts = append(firsts, time.Duration(i)*s)
+		firsts = append(firsts, at(time.Duration(i)*s))
 	}
-	// At 4.5s the Window (-0.5s, 4.5s] holds 5 first attempts: bound
-	// floor(2.5) = 2, so the third retry there is over it. At 10s the
-	// Window (5s, 10s] holds 4 (6s to 9s) and only its own retry: bound 2.
-	retries := []time.Duration{4500 * time.Millisecond, 4500 * time.Millisecond, 4500 * time.Millisecond, 10 * s}
-	worst, over := budgetBound(firsts, retries, 0.5, 0, 5*s, 0)
-	if over != 1 || worst != (budgetWindow{at: 4500 * time.Millisecond, retries: 3, firsts: 5, bound: 2}) {
-		t.Errorf("budgetBound: %d over, worst %+v; want 1 over, the third retry at 4.5s (3 retries, 5 first attempts, bound 2)", over, worst)
+	// Retries at 4.5s, 4.6s and 4.7s: the Window (-0.3s, 4.7s] holds 5
+	// first attempts: bound floor(2.5) = 2, so the third retry is over it.
+	// At 10s the Window (5s, 10s] holds 4 (6s to 9s) and only its own
+	// retry: bound 2.
+	retries := []span{at(4500 * time.Millisecond), at(4600 * time.Millisecond), at(4700 * time.Millisecond), at(10 * s)}
+	worst, over := budgetBound(firsts, retries, 0.5, 0, 5*s)
+	if over != 1 || worst != (budgetWindow{at: 4700 * time.Millisecond, retries: 3, firsts: 5, bound: 2}) {
+		t.Errorf("budgetBound: %d over, worst %+v; want 1 over, the retry at 4.7s (3 retries, 5 first attempts, bound 2)", over, worst)
 	}
 	// A floor of 1 per second adds 5 to every bound: nothing is over, and
-	// the closest is still the third retry at 4.5s.
-	if worst, over := budgetBound(firsts, retries, 0.5, 1, 5*s, 0); over != 0 || worst.bound != 7 || worst.retries != 3 {
+	// the closest is still the third retry.
+	if worst, over := budgetBound(firsts, retries, 0.5, 1, 5*s); over != 0 || worst.bound != 7 || worst.retries != 3 {
 		t.Errorf("budgetBound with a floor: %d over, worst %+v; want 0 over, worst 3 retries against 7", over, worst)
 	}
-	// Slack counts in the budget's favour. A floor of 1 retry per Window;
-	// retries at 0.2s and 5.15s, a first attempt at 5.2s. Without slack
-	// the Window of the second retry, (0.15s, 5.15s], holds both retries
-	// and no first attempt: over. With 100ms of slack it holds only its
-	// own retry (the far end moves in to 0.25s) and the first attempt
-	// (the near end moves out to 5.25s for first attempts): bound 2.
-	firsts = []time.Duration{5200 * time.Millisecond}
-	retries = []time.Duration{200 * time.Millisecond, 5150 * time.Millisecond}
-	if _, over := budgetBound(firsts, retries, 1, 0.2, 5*s, 0); over != 1 {
-		t.Errorf("budgetBound without slack: %d over, want 1", over)
+	// Spans count in the budget's favour. A floor of 1 retry per Window;
+	// retry A in [0.1s, 0.3s], retry B at 5.15s, a first attempt in
+	// [5.1s, 5.2s]. A may have come before B's Window (from 0.15s), so it
+	// does not count there; the first attempt may have come before B, so
+	// it does: B's bound is 2, nothing over. Were A at 0.2s and the first
+	// attempt at 5.2s, B's Window would hold both retries and no first
+	// attempt: over.
+	ms := time.Millisecond
+	if _, over := budgetBound([]span{{5100 * ms, 5200 * ms}}, []span{{100 * ms, 300 * ms}, at(5150 * ms)}, 1, 0.2, 5*s); over != 0 {
+		t.Errorf("budgetBound with spans: %d over, want 0", over)
 	}
-	if _, over := budgetBound(firsts, retries, 1, 0.2, 5*s, 100*time.Millisecond); over != 0 {
-		t.Errorf("budgetBound with 100ms of slack: %d over, want 0", over)
+	if _, over := budgetBound([]span{at(5200 * ms)}, []span{at(200 * ms), at(5150 * ms)}, 1, 0.2, 5*s); over != 1 {
+		t.Errorf("budgetBound with points: %d over, want 1", over)
 	}
 }
