@@ -71,7 +71,7 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 // TestInProcess runs the demo as make demo does, smaller.
 func TestInProcess(t *testing.T) {
 	var out, log bytes.Buffer
-	err := run(t.Context(), []string{"--writers", "2,8", "--updates", "3"}, "", &out, &progress{w: &log})
+	err := run(t.Context(), []string{"--writers", "2,8", "--updates", "3"}, "", &out, contention.NewProgress(&log))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -114,7 +114,7 @@ func TestKubeconfig(t *testing.T) {
 
 	var out, log bytes.Buffer
 	// Through KUBECONFIG, as a user with a cluster would run it.
-	if err := run(t.Context(), []string{"--writers", "4", "--updates", "3"}, kubeconfig, &out, &progress{w: &log}); err != nil {
+	if err := run(t.Context(), []string{"--writers", "4", "--updates", "3"}, kubeconfig, &out, contention.NewProgress(&log)); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	checkTable(t, out.String(), 1)
