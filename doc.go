@@ -10,11 +10,21 @@
 //
 //   - [UpdateOnConflict] is the read-change-write loop of a controller: it
 //     changes a copy of the cached object, writes it, and on a Conflict reads
-//     the object afresh and tries again. It never modifies the cached object,
-//     skips a write that changes nothing, and returns the written object.
+//     the object afresh and tries again. It never modifies the cached object
+//     nor one that get returns, skips a write that changes nothing (numbers
+//     of an unstructured object compared by value), and returns the written
+//     object.
+//   - [CreateOrUpdate] is the same loop for an object that may not exist
+//     yet, the write of every reconciler: it creates the object when get
+//     finds nothing, and retries the races that controller-runtime's
+//     controllerutil.CreateOrUpdate returns to its caller (AlreadyExists
+//     from another writer's create, a Conflict, a NotFound from a delete
+//     in between). Its [Result] says what it did.
 //   - [RetryOnConflict] and [RetryOnConflictWithContext] retry a closure of
 //     your own on a Conflict, as client-go's do; the closure must get the
-//     object afresh on every call.
+//     object afresh on every call. A Server-Side Apply conflict
+//     ([IsApplyConflict]) is returned at once: the same apply can never
+//     succeed.
 //   - [OnError] and [OnErrorWithContext] retry on any error a predicate
 //     accepts; [OnErrorValue] does the same for a call that returns a value.
 //     [IsTransient] is the predicate for a call that may meet a restarting
@@ -41,7 +51,9 @@
 // as apimachinery's wait.ExponentialBackoff does; [WithContinueAtCap] keeps
 // it going at the Cap. A loop ended by its context returns an error that
 // matches the context's error, its cause (context.Cause) and the last
-// attempt's error with [errors.Is].
+// attempt's error with [errors.Is]. A loop refused a retry by its [Budget]
+// returns at once an error that matches [ErrBudgetExhausted] and the last
+// attempt's error.
 //
 // # Transient failures
 //
@@ -59,6 +71,24 @@
 // backoff around an inner UpdateOnConflict (see the example of
 // UpdateOnConflict).
 //
+// # Many loops, one server
+//
+// Each loop bounds its own retries, but when the apiserver fails every loop
+// of every controller retries at once, and the retries multiply the load on
+// a server that is already struggling. A [Budget] shared by the loops that
+// talk to one server ([WithBudget]) bounds their retries together: at most
+// Ratio retries per first attempt over the last Window, plus a floor of
+// MinPerSecond, as gRPC's retry throttling and Finagle's and Envoy's retry
+// budgets do. A refused loop returns [ErrBudgetExhausted] at once; a
+// reconciler returns it and lets its workqueue requeue the key with its own
+// per-item backoff, which keeps new calls from replacing the refused
+// retries. A budget bounds the retries of this package's loops only, not
+// the ones client-go makes inside a request.
+//
+// [WithOnRetry] reports each wait and [WithOnDone] each call's end, with its
+// attempts, its error and whether it ran out of attempts: together they
+// count retries, give-ups and refusals for metrics without a wrapper.
+//
 // # Time
 //
 // The default sleeper waits in real time; under a context it returns as
@@ -75,6 +105,8 @@
 //
 // [WithMaxDelay] bounds every wait, whatever the backoff or the server says,
 // and [WithOnRetry] reports each wait before it starts, for logs and metrics.
+// [WithFullJitter] draws each wait uniformly between 0 and the backoff's
+// step, which spreads writers that failed together.
 //
 // # Moving from client-go
 //
@@ -95,12 +127,17 @@
 //     the largest time.Duration and never returns a negative wait.
 //   - [ParseRetryAfter] takes digits only and HTTP-dates; client-go's
 //     strconv.Atoi takes "+5" and "-1" and no dates.
+//   - [RetryOnConflict] and [RetryOnConflictWithContext] return a Server-Side
+//     Apply conflict ([IsApplyConflict]) at once; client-go's RetryOnConflict
+//     sends the same losing apply Steps times and then returns it.
 //
 // # Concurrency
 //
 // The loops and functions are safe for concurrent use; a loop starts no
 // goroutine, and the success path of [OnError], [RetryOnConflict],
-// [OnErrorValue] and their context variants does not allocate. The loops
+// [OnErrorValue] and their context variants does not allocate, with a
+// [Budget] or [WithOnDone] too. A Budget is shared by any number of
+// goroutines. The loops
 // take their [Backoff] by value, so [DefaultRetry] and the other variables
 // may be passed from any number of goroutines. [Backoff.Step] changes its
 // receiver: to step a default yourself, step a copy (b := retry.DefaultBackoff;

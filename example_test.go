@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kuberetry/retry"
@@ -175,7 +176,9 @@ type counters struct {
 	objs          map[string]*Counter
 	version       int
 	gets, updates int
+	creates       int
 	beforeUpdate  func()  // if set, runs before each update: another writer
+	beforeCreate  func()  // if set, runs before each create: another writer
 	failGets      []error // errors for the next gets, in order
 	loseReply     int     // the number of the update that is applied but whose reply is lost
 }
@@ -224,6 +227,28 @@ func (s *counters) Update(_ context.Context, c *Counter) (*Counter, error) {
 	if s.updates == s.loseReply {
 		return nil, &url.Error{Op: "Put", URL: "https://apiserver/counters/" + c.Name, Err: io.EOF}
 	}
+	return stored.DeepCopyObject().(*Counter), nil
+}
+
+// Create stores a new Counter, as the API server does: AlreadyExists when
+// the name is taken, and a refusal of an object that carries a
+// resourceVersion.
+func (s *counters) Create(_ context.Context, c *Counter) (*Counter, error) {
+	s.creates++
+	if s.beforeCreate != nil {
+		s.beforeCreate()
+	}
+	if c.ResourceVersion != "" {
+		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+	}
+	if _, ok := s.objs[c.Name]; ok {
+		return nil, apierrors.NewAlreadyExists(counterResource, c.Name)
+	}
+	s.version++
+	stored := c.DeepCopyObject().(*Counter)
+	stored.ResourceVersion = strconv.Itoa(s.version)
+	stored.UID = types.UID("uid-" + stored.ResourceVersion)
+	s.objs[c.Name] = stored
 	return stored.DeepCopyObject().(*Counter), nil
 }
 
@@ -285,6 +310,95 @@ func ExampleObject() {
 	fmt.Printf("err: %v, count %d; requests: %d get, %d update\n", err, obj.Count, api.gets, api.updates)
 	// Output:
 	// err: <nil>, count 1; requests: 1 get, 1 update
+}
+
+func ExampleCreateOrUpdate() {
+	// Two reconcilers race to create the same object: the other one's create
+	// lands between this one's get and create.
+	ctx := context.Background()
+	api := newCounters() // nothing stored yet
+	api.beforeCreate = func() {
+		if api.creates == 1 {
+			api.version++
+			api.objs["jobs"] = &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs", ResourceVersion: strconv.Itoa(api.version)}, Count: 5}
+		}
+	}
+	desired := &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}} // names the object
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	claim := func(c *Counter) error { // sets the state it wants, on either path
+		c.Owner = "controller-a"
+		return nil
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []retry.Option{
+		retry.WithSleeper(clk),
+		retry.WithRand(func() float64 { return 0 }),
+		retry.WithOnRetry(func(e retry.RetryEvent) {
+			fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, apierrors.ReasonForError(e.Err), e.Delay)
+		}),
+	}
+
+	obj, result, err := retry.CreateOrUpdate(ctx, retry.DefaultRetry, desired, get, claim, api.Create, api.Update, opts...)
+	fmt.Printf("%s, err %v: owner %q, count %d, resourceVersion %s\n", result, err, obj.Owner, obj.Count, obj.ResourceVersion)
+	fmt.Printf("requests: %d get, %d create, %d update\n", api.gets, api.creates, api.updates)
+
+	// Again with the object it returned, as from a cache: nothing to do.
+	api.gets, api.creates, api.updates = 0, 0, 0
+	_, result, err = retry.CreateOrUpdate(ctx, retry.DefaultRetry, obj, get, claim, api.Create, api.Update, opts...)
+	fmt.Printf("%s, err %v; requests: %d get, %d create, %d update\n", result, err, api.gets, api.creates, api.updates)
+	// Output:
+	// attempt 1: AlreadyExists; waiting 10ms
+	// updated, err <nil>: owner "controller-a", count 5, resourceVersion 2
+	// requests: 2 get, 1 create, 1 update
+	// unchanged, err <nil>; requests: 0 get, 0 create, 0 update
+}
+
+func ExampleResult() {
+	ctx := context.Background()
+	api := newCounters()
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	for _, owner := range []string{"a", "b", "b"} {
+		_, result, err := retry.CreateOrUpdate(ctx, retry.DefaultRetry, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}}, get,
+			func(c *Counter) error { c.Owner = owner; return nil }, api.Create, api.Update)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		switch result {
+		case retry.ResultCreated, retry.ResultUpdated:
+			fmt.Printf("owner %s: %s\n", owner, result) // a reconciler records an event here
+		case retry.ResultUnchanged:
+			fmt.Printf("owner %s: %s, nothing sent\n", owner, result)
+		}
+	}
+	// Output:
+	// owner a: created
+	// owner b: updated
+	// owner b: unchanged, nothing sent
+}
+
+func ExampleIsApplyConflict() {
+	// A Server-Side Apply that sets a field another manager owns fails with a
+	// 409 Conflict that no retry of the same apply can resolve.
+	applyErr := apierrors.NewApplyConflict([]metav1.StatusCause{{
+		Type:    metav1.CauseTypeFieldManagerConflict,
+		Message: `conflict with "manager-a": .data.key`,
+		Field:   ".data.key",
+	}}, `Apply failed with 1 conflict: conflict with "manager-a": .data.key`)
+	stale := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "cm", errors.New("the object has been modified"))
+	fmt.Println("apply conflict:", apierrors.IsConflict(applyErr), retry.IsApplyConflict(applyErr))
+	fmt.Println("stale resourceVersion:", apierrors.IsConflict(stale), retry.IsApplyConflict(stale))
+
+	applies := 0
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		applies++
+		return applyErr // what an apply of manager B returns
+	})
+	fmt.Printf("RetryOnConflict sent %d apply; err is the apply conflict: %v\n", applies, err == applyErr)
+	// Output:
+	// apply conflict: true true
+	// stale resourceVersion: true false
+	// RetryOnConflict sent 1 apply; err is the apply conflict: true
 }
 
 func ExampleOnErrorValue() {
@@ -449,4 +563,108 @@ func ExampleUpdateOnConflict_outage() {
 	// conflict: attempt 1: Operation cannot be fulfilled on counters.example.com "jobs": the object has been modified; waiting 10ms
 	// outage: attempt 1: Put "https://apiserver/counters/jobs": EOF; waiting 1s
 	// err: <nil>, owner "controller-a", count 100; requests: 3 get, 2 update
+}
+
+func ExampleWithFullJitter() {
+	// Full jitter: each wait is a uniform fraction of the backoff's step
+	// (100ms, 200ms, 400ms, 800ms), so writers that failed together spread
+	// over the whole wait. The fractions are fixed here to show the waits.
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	start := clk.Now()
+	fractions := []float64{0.5, 0.1, 0.9, 0.3}
+	next := func() float64 { f := fractions[0]; fractions = fractions[1:]; return f }
+	backoff := retry.Backoff{Steps: 5, Duration: 100 * time.Millisecond, Factor: 2}
+
+	attempts := 0
+	err := retry.RetryOnConflict(backoff, func() error {
+		if attempts++; attempts < 5 {
+			return apierrors.NewConflict(counterResource, "jobs", errors.New("the object has been modified"))
+		}
+		return nil
+	},
+		retry.WithFullJitter(),
+		retry.WithRand(next),
+		retry.WithSleeper(clk),
+		retry.WithOnRetry(func(e retry.RetryEvent) { fmt.Printf("attempt %d failed; waiting %v\n", e.Attempt, e.Delay) }),
+	)
+	fmt.Printf("err: %v after %d attempts, %v slept\n", err, attempts, clk.Since(start))
+	// Output:
+	// attempt 1 failed; waiting 50ms
+	// attempt 2 failed; waiting 20ms
+	// attempt 3 failed; waiting 360ms
+	// attempt 4 failed; waiting 240ms
+	// err: <nil> after 5 attempts, 670ms slept
+}
+
+func ExampleBudget() {
+	// One Budget for every loop that talks to one apiserver. While the
+	// server is down, the loops together retry at most
+	// floor(MinPerSecond*Window + Ratio*(calls in the Window)) times per
+	// Window: here 5 + floor(0.1*calls).
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	budget := &retry.Budget{Ratio: 0.1, MinPerSecond: 1, Window: 5 * time.Second, Clock: clk}
+	backoff := retry.Backoff{Steps: 4, Duration: 100 * time.Millisecond, Factor: 2}
+	down := apierrors.NewServiceUnavailable("the apiserver is down")
+
+	call := func(name string) {
+		attempts := 0
+		err := retry.OnError(backoff, retry.IsTransient, func() error { attempts++; return down },
+			retry.WithBudget(budget), retry.WithSleeper(clk))
+		fmt.Printf("%s: attempts %d, budget exhausted: %v\n", name, attempts, errors.Is(err, retry.ErrBudgetExhausted))
+		if errors.Is(err, retry.ErrBudgetExhausted) && attempts == 1 {
+			fmt.Println("  ", err)
+		}
+	}
+	call("call 1") // 3 retries: all it may make
+	call("call 2") // the last 2 retries of the Window
+	call("call 3") // refused at once: return the error, let the workqueue requeue
+	clk.Step(6 * time.Second)
+	call("call 4") // a Window later the retries are back
+	// Output:
+	// call 1: attempts 4, budget exhausted: false
+	// call 2: attempts 3, budget exhausted: true
+	// call 3: attempts 1, budget exhausted: true
+	//    retry: retry budget exhausted after 1 attempt, last error: the apiserver is down
+	// call 4: attempts 4, budget exhausted: false
+}
+
+func ExampleWithOnDone() {
+	// One hook for every call's end: enough to count calls by outcome
+	// without a wrapper around each call.
+	outcomes := map[string]int{}
+	onDone := retry.WithOnDone(func(e retry.DoneEvent) {
+		outcome := "success"
+		switch {
+		case e.Err == nil:
+		case e.Exhausted:
+			outcome = "exhausted"
+		case errors.Is(e.Err, retry.ErrBudgetExhausted):
+			outcome = "budget"
+		case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, context.DeadlineExceeded):
+			outcome = "context"
+		default:
+			outcome = "rejected"
+		}
+		outcomes[outcome]++
+		fmt.Printf("%s: attempts %d\n", outcome, e.Attempts)
+	})
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	conflict := apierrors.NewConflict(counterResource, "jobs", errors.New("the object has been modified"))
+	failing := func(errs ...error) func() error {
+		return func() error { err := errs[0]; errs = errs[1:]; return err }
+	}
+
+	_ = retry.RetryOnConflict(retry.DefaultRetry, failing(conflict, nil), retry.WithSleeper(clk), onDone)
+	_ = retry.RetryOnConflict(retry.DefaultRetry, failing(conflict, conflict, conflict, conflict, conflict), retry.WithSleeper(clk), onDone)
+	_ = retry.RetryOnConflict(retry.DefaultRetry, failing(apierrors.NewForbidden(counterResource, "jobs", errors.New("no"))), retry.WithSleeper(clk), onDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error { return nil }, retry.WithSleeper(clk), onDone)
+	fmt.Println(outcomes)
+	// Output:
+	// success: attempts 2
+	// exhausted: attempts 5
+	// rejected: attempts 1
+	// context: attempts 0
+	// map[context:1 exhausted:1 rejected:1 success:1]
 }

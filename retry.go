@@ -2,9 +2,9 @@ package retry
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 )
 
@@ -56,7 +56,9 @@ type Option struct {
 	sleeper    Sleeper
 	rand       func() float64
 	onRetry    func(RetryEvent)
+	onDone     func(DoneEvent)
 	retryAfter func(error) (time.Duration, bool)
+	budget     *Budget
 	d          time.Duration
 }
 
@@ -70,6 +72,9 @@ const (
 	optContinueAtCap
 	optOnRetry
 	optRetryAfter
+	optOnDone
+	optFullJitter
+	optBudget
 )
 
 // WithSleeper makes every wait of the loop a call to s.Sleep, exactly once
@@ -134,6 +139,58 @@ func WithRetryAfter(f func(error) (time.Duration, bool)) Option {
 	return Option{kind: optRetryAfter, retryAfter: f}
 }
 
+// WithOnDone calls f exactly once when the loop returns, from the loop's
+// goroutine, with the attempts made, the error returned and whether the
+// loop ran out of attempts: on success, on a non-retriable error, on
+// exhaustion, when a context ends the loop (before the first attempt too,
+// with Attempts 0) and when a [Budget] refuses a retry. It is not called
+// when the loop returns an error for an invalid argument, before anything
+// ran, nor when a panic in fn or a hook leaves the loop. With [WithOnRetry]
+// it counts retries, give-ups and refusals without a wrapper around every
+// call.
+func WithOnDone(f func(DoneEvent)) Option {
+	return Option{kind: optOnDone, onDone: f}
+}
+
+// WithFullJitter makes each wait a uniform random fraction of the wait
+// [Backoff.Step] returns: rand*Step(), rand from [WithRand]'s source, the
+// "full jitter" of AWS's study "Exponential Backoff And Jitter". With
+// Backoff.Jitter above 0, Step's own jitter is drawn first, then the
+// fraction. A server's delay ([WithRetryAfter]) and [WithMaxDelay] apply
+// after it, as to any wait. Full jitter spreads writers that failed
+// together over the whole wait instead of its top part, at the cost of a
+// shorter mean wait (half of Step's).
+func WithFullJitter() Option {
+	return Option{kind: optFullJitter}
+}
+
+// WithBudget makes the loop draw its retries from b, a budget shared with
+// the other loops that talk to the same server: the loop deposits its first
+// attempt in b, and withdraws each retry from b before the wait that leads
+// to it. When b has no retry left, the loop returns at once, without
+// waiting and without calling [WithOnRetry]'s f, an error that matches
+// [ErrBudgetExhausted] and wraps the last attempt's error (errors.Is both).
+// A nil or invalid b makes the loop return an error at once, calling
+// nothing; see [Budget.Validate].
+func WithBudget(b *Budget) Option {
+	return Option{kind: optBudget, budget: b}
+}
+
+// DoneEvent describes a loop that returned; see [WithOnDone].
+type DoneEvent struct {
+	// Attempts is the number of attempts made: calls of fn, or of the
+	// read-change-write of [UpdateOnConflict] and [CreateOrUpdate]. It is 0
+	// when a context was done before the first attempt.
+	Attempts int
+	// Err is the error the loop returns, nil on success.
+	Err error
+	// Exhausted is true when the loop returned because no attempt was left:
+	// Steps attempts were made, or the step that reached [Backoff].Cap was
+	// waited out. It is false when fn succeeded, when the predicate rejected
+	// an error, and when a context or a [Budget] ended the loop.
+	Exhausted bool
+}
+
 // RetryEvent describes a failed attempt and the wait before the next one; see
 // [WithOnRetry].
 type RetryEvent struct {
@@ -158,9 +215,13 @@ type options struct {
 	sleeper       Sleeper
 	rand          func() float64
 	onRetry       func(RetryEvent)
+	onDone        func(DoneEvent)
 	retryAfter    func(error) (time.Duration, bool)
+	budget        *Budget
 	maxDelay      time.Duration
 	continueAtCap bool
+	fullJitter    bool
+	budgetSet     bool // WithBudget was given, maybe with nil
 }
 
 // apply sets the options in order; WithRetryAfter(nil) restores
@@ -183,8 +244,22 @@ func (o *options) apply(opts []Option, defaultRetryAfter func(error) (time.Durat
 			if o.retryAfter == nil {
 				o.retryAfter = defaultRetryAfter
 			}
+		case optOnDone:
+			o.onDone = opt.onDone
+		case optFullJitter:
+			o.fullJitter = true
+		case optBudget:
+			o.budget, o.budgetSet = opt.budget, true
 		}
 	}
+}
+
+// done reports the loop's end to the WithOnDone hook and returns err.
+func (o *options) done(attempts int, err error, exhausted bool) error {
+	if o.onDone != nil {
+		o.onDone(DoneEvent{Attempts: attempts, Err: err, Exhausted: exhausted})
+	}
+	return err
 }
 
 // OnError calls fn until it returns nil, returns an error that retriable
@@ -202,13 +277,15 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, nil, opts)
 }
 
-// RetryOnConflict is [OnError] with apierrors.IsConflict as the predicate,
-// for an update that may meet a 409 Conflict. fn should get the object
-// afresh, change it, update it and return the update's error as it is (a
-// wrapped error is matched too). It mirrors client-go's
-// retry.RetryOnConflict.
+// RetryOnConflict is [OnError] for an update that may meet a 409 Conflict:
+// it retries an error that apierrors.IsConflict matches, unless it is an
+// apply conflict ([IsApplyConflict]), which no retry of the same apply can
+// resolve and which is returned at once. fn should get the object afresh,
+// change it, update it and return the update's error as it is (a wrapped
+// error is matched too). It mirrors client-go's retry.RetryOnConflict,
+// which retries an apply conflict Steps times in vain.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, apierrors.IsConflict, attemptFunc{plain: fn}, nil, opts)
+	return run(loopContext{}, backoff, isRetriableConflict, attemptFunc{plain: fn}, nil, opts)
 }
 
 // OnRetryAfterError is [OnError] that honours a server's Retry-After: it is
@@ -249,7 +326,7 @@ func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(err
 // RetryOnConflictWithContext is [RetryOnConflict] under a context, as
 // described at [OnErrorWithContext].
 func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, apierrors.IsConflict, attemptFunc{withCtx: fn}, nil, opts)
+	return run(newLoopContext(ctx), backoff, isRetriableConflict, attemptFunc{withCtx: fn}, nil, opts)
 }
 
 // OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as
@@ -325,13 +402,21 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 	o := options{retryAfter: retryAfter}
 	if len(opts) > 0 {
 		o.apply(opts, retryAfter)
+		if o.budgetSet {
+			if err := o.budget.Validate(); err != nil {
+				return err
+			}
+		}
 	}
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		if c.ended() {
-			return newContextError(c.ctx, attempt-1, lastErr)
+			return o.done(attempt-1, newContextError(c.ctx, attempt-1, lastErr), false)
+		}
+		if attempt == 1 && o.budget != nil {
+			o.budget.deposit()
 		}
 		var err error
 		if fn.plain != nil {
@@ -340,15 +425,18 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 			err = fn.withCtx(c.ctx)
 		}
 		if err == nil || !retriable(err) {
-			return err
+			return o.done(attempt, err, false)
 		}
 		lastErr = err
 		if attempt >= steps {
-			return err
+			return o.done(attempt, err, true)
 		}
 
 		d := b.step(o.rand)
 		final := b.Steps == 0 && !o.continueAtCap // the step reached Cap
+		if o.fullJitter {
+			d = scaleFloat(o.random() * float64(d))
+		}
 		var serverDelay time.Duration
 		if o.retryAfter != nil {
 			if sd, ok := o.retryAfter(err); ok {
@@ -362,8 +450,11 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 
 		if c.done != nil {
 			if cerr := o.contextEnds(c.ctx, attempt, err, d); cerr != nil {
-				return cerr
+				return o.done(attempt, cerr, false)
 			}
+		}
+		if !final && o.budget != nil && !o.budget.withdraw() {
+			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
 		}
 		if o.onRetry != nil {
 			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay, Final: final})
@@ -371,11 +462,19 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		o.sleep(c.done, d)
 		if final {
 			if c.ended() {
-				return newContextError(c.ctx, attempt, err)
+				return o.done(attempt, newContextError(c.ctx, attempt, err), false)
 			}
-			return err
+			return o.done(attempt, err, true)
 		}
 	}
+}
+
+// random draws from the loop's jitter source, clamped into [0,1).
+func (o *options) random() float64 {
+	if o.rand == nil {
+		return rand.Float64()
+	}
+	return unitInterval(o.rand())
 }
 
 // contextEnds returns the error that ends the loop instead of a wait of d

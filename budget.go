@@ -1,0 +1,218 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+var (
+	// ErrBudgetExhausted is matched (with errors.Is) by the error of a loop
+	// that a [Budget] refused a retry. That error also wraps the last
+	// attempt's error.
+	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
+	// ErrInvalidBudget is wrapped by the error of [Budget.Validate], and so
+	// by that of a loop given an invalid or nil Budget through [WithBudget].
+	ErrInvalidBudget = errors.New("retry: invalid budget")
+)
+
+// budgetSlots is the number of sub-windows a Window is counted in.
+const budgetSlots = 10
+
+// Budget bounds the retries of every loop that shares it ([WithBudget]):
+// while a server fails, the loops of a process together add at most a
+// fraction of their first attempts as retries, plus a small floor, instead
+// of each multiplying its own load by its Steps. It is the retry budget of
+// Finagle (RetryBudget) and Envoy, and the retry throttling of gRPC. Use one
+// Budget per API server a process talks to.
+//
+// Each loop call given the Budget deposits one first attempt when it makes
+// its first attempt, and withdraws one retry before each wait that leads to
+// another attempt (the capped last wait of a loop, which no attempt follows,
+// withdraws nothing). A withdrawal is granted only while the retries
+// withdrawn during the last Window, this one included, stay within
+//
+//	floor(MinPerSecond*Window.Seconds() + Ratio*(first attempts deposited during the last Window))
+//
+// computed in float64. An entry counts from its time t until t+Window. The
+// counts are kept in ten sub-windows of Window/10 each, so memory does not
+// grow with the request rate; a first attempt may then stop counting up to
+// Window/10 early and a retry up to Window/10 late, which only lowers what
+// is granted, never raises it. Time is the latest reading of Clock seen so
+// far: a clock that goes backwards counts as standing still. A reading too
+// far from the first to number its sub-window (292 years on, or decades
+// with a Window of nanoseconds, as a fake clock may jump) starts the count
+// afresh: first attempts are dropped, and retries too when the jump is more
+// than 1.1 Windows, so the bound still holds.
+//
+// Finagle's defaults are Ratio 0.2, MinPerSecond 10 and Window 10s. The
+// zero Budget is invalid (its Window is 0). A Budget is safe for concurrent
+// use by any number of loops; its fields must not change after its first
+// use, and it must not be copied after its first use.
+type Budget struct {
+	// Ratio is the number of retries allowed per first attempt made during
+	// the last Window: 0.2 lets retries add at most 20% to the load.
+	Ratio float64
+	// MinPerSecond is the number of retries allowed per second of Window
+	// whatever Ratio allows, so that a process making few calls can still
+	// retry. It adds up across processes: see the README.
+	MinPerSecond float64
+	// Window is how long a first attempt or a retry counts.
+	Window time.Duration
+	// Clock reads the time; nil means real time. Only its Now method is
+	// used: the loops' waits go through their Sleeper, not this Clock.
+	Clock clock.PassiveClock
+
+	mu         sync.Mutex
+	started    bool
+	base       time.Time // the first reading; sub-windows are counted from it
+	latest     time.Time // the latest reading
+	cur        uint64    // the sub-window of the latest reading
+	firsts     [budgetSlots + 1]int64
+	retries    [budgetSlots + 1]int64
+	firstTotal int64 // first attempts in the newest budgetSlots sub-windows
+	retryTotal int64 // retries in all budgetSlots+1 sub-windows
+}
+
+// Validate returns nil, or an error wrapping [ErrInvalidBudget] that names
+// each invalid field and its value: Ratio and MinPerSecond must be finite
+// and not negative, Window above 0. A nil *Budget is invalid.
+func (b *Budget) Validate() error {
+	if b == nil {
+		return fmt.Errorf("%w: the Budget is nil", ErrInvalidBudget)
+	}
+	var bad []string
+	if !finiteNonNegative(b.Ratio) {
+		bad = append(bad, fmt.Sprintf("Ratio %v is not a finite non-negative number", b.Ratio))
+	}
+	if !finiteNonNegative(b.MinPerSecond) {
+		bad = append(bad, fmt.Sprintf("MinPerSecond %v is not a finite non-negative number", b.MinPerSecond))
+	}
+	if b.Window <= 0 {
+		bad = append(bad, fmt.Sprintf("Window %v is not above 0", b.Window))
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidBudget, strings.Join(bad, "; "))
+}
+
+// deposit counts one first attempt.
+func (b *Budget) deposit() {
+	b.mu.Lock()
+	slot := b.advance()
+	b.firsts[slot]++
+	b.firstTotal++
+	b.mu.Unlock()
+}
+
+// withdraw counts one retry and reports true, or reports false, counting
+// nothing, when the retry would exceed the bound.
+func (b *Budget) withdraw() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	slot := b.advance()
+	allowed := math.Floor(b.MinPerSecond*b.Window.Seconds() + b.Ratio*float64(b.firstTotal))
+	if float64(b.retryTotal+1) > allowed {
+		return false
+	}
+	b.retries[slot]++
+	b.retryTotal++
+	return true
+}
+
+// advance reads the clock, moves the current sub-window forward to it,
+// dropping what no longer counts, and returns the current sub-window's
+// slot. Sub-window k spans [k, k+1) * Window/budgetSlots from the first
+// reading. A first attempt counts while it is in one of the newest
+// budgetSlots sub-windows (so it stops counting within Window/budgetSlots
+// before its time is up), a retry while it is in one of the newest
+// budgetSlots+1 (so it stops within Window/budgetSlots after).
+func (b *Budget) advance() int {
+	var now time.Time
+	if b.Clock == nil {
+		now = time.Now()
+	} else {
+		now = b.Clock.Now()
+	}
+	if !b.started {
+		b.started, b.base, b.latest = true, now, now
+	}
+	var k uint64
+	if elapsed := now.Sub(b.base); elapsed > 0 {
+		// floor(elapsed*budgetSlots/Window) without overflow.
+		hi, lo := bits.Mul64(uint64(elapsed), budgetSlots)
+		if elapsed == maxDuration || hi >= uint64(b.Window) {
+			// now.Sub saturated (now is over 292 years after base), or the
+			// quotient does not fit in 64 bits (a Window of a few ns, now
+			// decades after base): number the sub-windows afresh from now.
+			b.restart(now)
+			return 0
+		}
+		k, _ = bits.Div64(hi, lo, uint64(b.Window))
+	}
+	if now.After(b.latest) {
+		b.latest = now
+	}
+	const n = budgetSlots + 1
+	switch {
+	case k <= b.cur: // the same sub-window, or a clock that went back
+	case k-b.cur >= n:
+		b.firsts, b.retries = [n]int64{}, [n]int64{}
+		b.firstTotal, b.retryTotal = 0, 0
+		b.cur = k
+	default:
+		for b.cur < k {
+			b.cur++
+			// Sub-window cur-budgetSlots leaves the first attempts' count;
+			// cur takes the slot of cur-n, which leaves the retries'.
+			b.firstTotal -= b.firsts[(b.cur+1)%n]
+			slot := b.cur % n
+			b.retryTotal -= b.retries[slot]
+			b.firsts[slot], b.retries[slot] = 0, 0
+		}
+	}
+	return int(b.cur % n)
+}
+
+// restart makes now the start of sub-window 0, for a now too far from
+// base to number its sub-window. First attempts are dropped, which only
+// lowers what is granted. Retries are dropped when the latest reading is
+// at least 1.1 Windows before now, so that none still counts; otherwise
+// they are kept in now's sub-window, which counts them late, never early.
+func (b *Budget) restart(now time.Time) {
+	keep := b.retryTotal
+	// gap >= Window + ceil(Window/10), written so that nothing overflows.
+	if gap := now.Sub(b.latest); gap >= b.Window && gap-b.Window > (b.Window-1)/budgetSlots {
+		keep = 0
+	}
+	const n = budgetSlots + 1
+	b.firsts, b.retries = [n]int64{}, [n]int64{}
+	b.firstTotal, b.retryTotal = 0, keep
+	b.retries[0] = keep
+	b.base, b.latest, b.cur = now, now, 0
+}
+
+// budgetError is returned when a Budget refuses a retry.
+type budgetError struct {
+	attempts int
+	last     error
+}
+
+func (e *budgetError) Error() string {
+	unit := "attempts"
+	if e.attempts == 1 {
+		unit = "attempt"
+	}
+	return fmt.Sprintf("%v after %d %s, last error: %v", ErrBudgetExhausted, e.attempts, unit, e.last)
+}
+
+func (e *budgetError) Unwrap() []error {
+	return []error{ErrBudgetExhausted, e.last}
+}

@@ -1,0 +1,782 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kuberetry/retry"
+)
+
+// t0 is the fake time the budget tests start at.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// sleepHook is a Sleeper that calls itself: the tests advance a fake clock
+// and interleave other calls while a loop waits.
+type sleepHook func(time.Duration)
+
+func (f sleepHook) Sleep(d time.Duration) { f(d) }
+
+var errDown = apierrors.NewServiceUnavailable("the apiserver is down")
+
+func always(error) bool { return true }
+
+// budgetRun is one loop call on a budget whose fn fails every time: it
+// returns the retries the budget granted (OnRetry calls) and the error.
+func budgetRun(b *retry.Budget, steps int) (retries int, err error) {
+	err = retry.OnError(retry.Backoff{Steps: steps}, always, func() error { return errDown },
+		retry.WithBudget(b), retry.WithSleeper(noSleep{}),
+		retry.WithOnRetry(func(retry.RetryEvent) { retries++ }))
+	return retries, err
+}
+
+// firstAttempts deposits n first attempts in b: n calls that succeed at once.
+func firstAttempts(t *testing.T, b *retry.Budget, n int) {
+	t.Helper()
+	for range n {
+		require.NoError(t, retry.OnError(retry.DefaultRetry, always, func() error { return nil }, retry.WithBudget(b)))
+	}
+}
+
+func TestBudgetValidate(t *testing.T) {
+	t.Parallel()
+	valid := []*retry.Budget{
+		{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second},
+		{Window: time.Nanosecond}, // no retry at all, but a valid choice
+		{Ratio: math.MaxFloat64, MinPerSecond: math.MaxFloat64, Window: time.Duration(math.MaxInt64)},
+	}
+	for _, b := range valid {
+		assert.NoError(t, b.Validate(), "%+v", b)
+	}
+
+	tests := []struct {
+		name  string
+		edit  func(*retry.Budget)
+		names []string // what the message must name: field and value
+	}{
+		{"negative Ratio", func(b *retry.Budget) { b.Ratio = -0.5 }, []string{"Ratio -0.5"}},
+		{"NaN Ratio", func(b *retry.Budget) { b.Ratio = math.NaN() }, []string{"Ratio NaN"}},
+		{"+Inf Ratio", func(b *retry.Budget) { b.Ratio = math.Inf(1) }, []string{"Ratio +Inf"}},
+		{"-Inf Ratio", func(b *retry.Budget) { b.Ratio = math.Inf(-1) }, []string{"Ratio -Inf"}},
+		{"negative MinPerSecond", func(b *retry.Budget) { b.MinPerSecond = -1 }, []string{"MinPerSecond -1"}},
+		{"NaN MinPerSecond", func(b *retry.Budget) { b.MinPerSecond = math.NaN() }, []string{"MinPerSecond NaN"}},
+		{"+Inf MinPerSecond", func(b *retry.Budget) { b.MinPerSecond = math.Inf(1) }, []string{"MinPerSecond +Inf"}},
+		{"-Inf MinPerSecond", func(b *retry.Budget) { b.MinPerSecond = math.Inf(-1) }, []string{"MinPerSecond -Inf"}},
+		{"zero Window", func(b *retry.Budget) { b.Window = 0 }, []string{"Window 0s"}},
+		{"negative Window", func(b *retry.Budget) { b.Window = -time.Second }, []string{"Window -1s"}},
+		{"every field", func(b *retry.Budget) { b.Ratio, b.MinPerSecond, b.Window = -1, math.NaN(), -time.Millisecond },
+			[]string{"Ratio -1", "MinPerSecond NaN", "Window -1ms"}},
+		{"zero Budget", func(b *retry.Budget) { b.Ratio, b.MinPerSecond, b.Window = 0, 0, 0 }, []string{"Window 0s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := &retry.Budget{Ratio: 0.1, MinPerSecond: 1, Window: 5 * time.Second}
+			require.NoError(t, b.Validate())
+			tt.edit(b)
+			err := b.Validate()
+			require.ErrorIs(t, err, retry.ErrInvalidBudget)
+			assert.True(t, strings.HasPrefix(err.Error(), "retry: "), err.Error())
+			for _, s := range tt.names {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+
+	var nilBudget *retry.Budget
+	err := nilBudget.Validate()
+	require.ErrorIs(t, err, retry.ErrInvalidBudget)
+	assert.Contains(t, err.Error(), "nil")
+}
+
+// TestBudgetInvalidStopsEveryLoop: an invalid or nil Budget makes every
+// loop return Validate's error at once: nothing called, nothing slept, no
+// hook, no OnDone.
+func TestBudgetInvalidStopsEveryLoop(t *testing.T) {
+	t.Parallel()
+	budgets := map[string]*retry.Budget{
+		"nil":             nil,
+		"zero":            {},
+		"NaN Ratio":       {Ratio: math.NaN(), Window: time.Second},
+		"negative Min":    {MinPerSecond: -2, Window: time.Second},
+		"negative Window": {Ratio: 0.1, Window: -time.Second},
+	}
+	for name, b := range budgets {
+		for loop, run := range everyLoop() {
+			t.Run(name+"/"+loop, func(t *testing.T) {
+				t.Parallel()
+				var h hooks
+				err := run(&h, retry.WithBudget(b))
+				require.ErrorIs(t, err, retry.ErrInvalidBudget)
+				assert.Equal(t, b.Validate().Error(), err.Error())
+				assert.Zero(t, h.calls, "nothing may be called")
+				assert.Empty(t, h.waits)
+				assert.Zero(t, h.retries)
+				assert.Empty(t, h.done, "no OnDone for an invalid argument")
+			})
+		}
+	}
+
+	// Options apply in order: a later WithBudget replaces an earlier one.
+	var h hooks
+	good := &retry.Budget{MinPerSecond: 1, Window: time.Second}
+	h.succeedAt = 1
+	require.NoError(t, everyLoop()["OnError"](&h, retry.WithBudget(nil), retry.WithBudget(good)))
+	err := everyLoop()["OnError"](&h, retry.WithBudget(good), retry.WithBudget(nil))
+	require.ErrorIs(t, err, retry.ErrInvalidBudget)
+}
+
+// TestBudgetBoundAtItsLimit: with MinPerSecond 1, Window 5s and Ratio 0.1,
+// n first attempts allow exactly floor(5 + n/10) retries in a Window (0.1
+// is above a tenth in float64, so 0.1*n never rounds below n/10): that
+// retry is granted, the next refused.
+func TestBudgetBoundAtItsLimit(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 9, 10, 11, 19, 20, 49, 50, 100, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(t0)
+			b := &retry.Budget{Ratio: 0.1, MinPerSecond: 1, Window: 5 * time.Second, Clock: clk}
+			firstAttempts(t, b, n-1) // the loop below makes the n-th
+			want := 5 + n/10
+			retries, err := budgetRun(b, 10_000)
+			assert.Equal(t, want, retries)
+			require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+			assert.Contains(t, err.Error(), fmt.Sprintf("after %d attempts", want+1))
+
+			// Later loops in the same Window are refused at once, until
+			// their own first attempts take floor(0.1*n) up by one: the loop
+			// that makes the first attempts a multiple of 10 gets one retry.
+			next := (n/10 + 1) * 10
+			for firsts := n + 1; firsts < next; firsts++ {
+				retries, err := budgetRun(b, 10_000)
+				require.ErrorIs(t, err, retry.ErrBudgetExhausted, firsts)
+				assert.Zero(t, retries, firsts)
+			}
+			retries, err = budgetRun(b, 10_000)
+			assert.Equal(t, 1, retries, "the %d-th first attempt adds a retry", next)
+			assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+		})
+	}
+}
+
+// TestBudgetMinPerSecondAlone: with Ratio 0 the budget grants
+// floor(MinPerSecond*Window) retries per Window, however many first
+// attempts there were.
+func TestBudgetMinPerSecondAlone(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		min    float64
+		window time.Duration
+		want   int
+	}{
+		{2, 3 * time.Second, 6},
+		{0.5, 3 * time.Second, 1},
+		{0.3, 3 * time.Second, 0}, // floor(0.9)
+		{10, 10 * time.Second, 100},
+		{1, 2500 * time.Millisecond, 2},
+		{0, time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.min, "/s over ", tt.window), func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(t0)
+			b := &retry.Budget{MinPerSecond: tt.min, Window: tt.window, Clock: clk}
+			firstAttempts(t, b, 500)
+			retries, err := budgetRun(b, 10_000)
+			assert.Equal(t, tt.want, retries)
+			assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+			// A new Window grants as many again, no more.
+			clk.Step(tt.window + tt.window/10)
+			retries, _ = budgetRun(b, 10_000)
+			assert.Equal(t, tt.want, retries)
+		})
+	}
+}
+
+// TestBudgetRetriesExpireAfterTheWindow: a retry counts from t until
+// t+Window, and may count up to Window/10 later, not longer.
+func TestBudgetRetriesExpireAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	const window = 5 * time.Second
+	// The sub-windows start at the Budget's first reading; shifting it
+	// moves their edges against the times below.
+	for _, shift := range []time.Duration{0, 1, 170 * time.Millisecond, 499 * time.Millisecond, 3 * time.Second} {
+		t.Run(shift.String(), func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(t0.Add(-shift - 3*window))
+			b := &retry.Budget{MinPerSecond: 1, Window: window, Clock: clk} // 5 retries
+			firstAttempts(t, b, 1)                                          // the first reading
+			clk.SetTime(t0)
+			retries, err := budgetRun(b, 100)
+			require.Equal(t, 5, retries)
+			require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+			clk.SetTime(t0.Add(window - 1))
+			retries, err = budgetRun(b, 100)
+			assert.Zero(t, retries, "the retries at t0 count until t0+Window")
+			assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+			clk.SetTime(t0.Add(window + window/10))
+			retries, _ = budgetRun(b, 100)
+			assert.Equal(t, 5, retries, "the retries at t0 count no later than t0+1.1*Window")
+		})
+	}
+}
+
+// TestBudgetFirstAttemptsExpire: a first attempt counts from t until
+// t+Window, and may stop counting up to Window/10 early, not earlier, and
+// never later.
+func TestBudgetFirstAttemptsExpire(t *testing.T) {
+	t.Parallel()
+	const window = 5 * time.Second
+	tests := []struct {
+		at   time.Duration // after the 9 first attempts at t0
+		want int           // retries granted with Ratio 1: first attempts counted
+	}{
+		{0, 10},
+		{window - window/10, 10},
+		{window, 1}, // only the loop's own first attempt
+		{2 * window, 1},
+	}
+	for _, shift := range []time.Duration{0, 1, 250 * time.Millisecond, 499 * time.Millisecond} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprint(shift, "/", tt.at), func(t *testing.T) {
+				t.Parallel()
+				clk := testingclock.NewFakeClock(t0.Add(-shift - 3*window))
+				b := &retry.Budget{Ratio: 1, Window: window, Clock: clk}
+				firstAttempts(t, b, 1) // the first reading, long expired at t0
+				clk.SetTime(t0)
+				firstAttempts(t, b, 9)
+				clk.SetTime(t0.Add(tt.at))
+				retries, err := budgetRun(b, 100)
+				assert.Equal(t, tt.want, retries)
+				assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+			})
+		}
+	}
+}
+
+// TestBudgetRefusalReturnsAtOnce: a refused retry ends the loop without a
+// wait or an OnRetry, with an error that matches ErrBudgetExhausted and the
+// last attempt's error, in every loop.
+func TestBudgetRefusalReturnsAtOnce(t *testing.T) {
+	t.Parallel()
+	for loop, run := range everyLoop() {
+		for _, granted := range []int{0, 2} {
+			t.Run(fmt.Sprint(loop, "/", granted), func(t *testing.T) {
+				t.Parallel()
+				clk := testingclock.NewFakeClock(t0)
+				// floor(0.5 * 4s) = 2 retries, or none.
+				b := &retry.Budget{MinPerSecond: 0.5 * float64(granted/2), Window: 4 * time.Second, Clock: clk}
+				var h hooks
+				err := run(&h, retry.WithBudget(b))
+				require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+				require.Len(t, h.errs, granted+1)
+				last := h.errs[granted]
+				assert.ErrorIs(t, err, last, "the last attempt's error is wrapped")
+				assert.True(t, apierrors.IsConflict(err))
+				assert.True(t, strings.HasPrefix(err.Error(), "retry: "), err.Error())
+				assert.Contains(t, err.Error(), last.Error())
+				assert.Equal(t, granted, h.retries, "no OnRetry for the refused retry")
+				assert.Len(t, h.waits, granted, "no wait for the refused retry")
+				require.Len(t, h.done, 1)
+				assert.Equal(t, retry.DoneEvent{Attempts: granted + 1, Err: err}, h.done[0])
+			})
+		}
+	}
+}
+
+// TestBudgetNoDepositWithoutAnAttempt: a loop whose ctx is done before
+// its first attempt deposits nothing.
+func TestBudgetNoDepositWithoutAnAttempt(t *testing.T) {
+	t.Parallel()
+	b := &retry.Budget{Ratio: 1, Window: time.Second, Clock: testingclock.NewFakeClock(t0)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		err := retry.OnErrorWithContext(ctx, retry.DefaultRetry, always, func(context.Context) error { return nil }, retry.WithBudget(b))
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	retries, err := budgetRun(b, 10)
+	assert.Equal(t, 1, retries, "only the loop's own first attempt counts")
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+}
+
+// TestBudgetCappedFinalWaitWithdrawsNothing: the wait after the step that
+// reached Cap leads to no attempt, so it takes no retry from the budget.
+func TestBudgetCappedFinalWaitWithdrawsNothing(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	b := &retry.Budget{MinPerSecond: 0.2, Window: 5 * time.Second, Clock: clk} // one retry
+	// Steps 1s, 2s; the third step (4s) passes the Cap: its wait of 2s is
+	// the final one.
+	capped := retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 3 * time.Second}
+	s := conflicts(10)
+	var events []retry.RetryEvent
+	err := retry.RetryOnConflict(capped, s.fn, retry.WithBudget(b), retry.WithSleeper(clk),
+		retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))
+	assert.Same(t, s.errs[1], err, "exhausted at the Cap, not refused by the budget")
+	require.Len(t, events, 2)
+	assert.False(t, events[0].Final)
+	assert.True(t, events[1].Final, "the second wait is the capped final one")
+	assert.Equal(t, t0.Add(3*time.Second), clk.Now())
+
+	// The budget's one retry went to the first wait: a new loop is refused.
+	retries, err := budgetRun(b, 5)
+	assert.Zero(t, retries)
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	// A loop whose first wait is already the final one takes nothing.
+	clk.SetTime(t0.Add(time.Hour))
+	s = conflicts(10)
+	err = retry.RetryOnConflict(retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: time.Second}, s.fn,
+		retry.WithBudget(b), retry.WithSleeper(clk))
+	assert.Same(t, s.errs[0], err)
+	retries, err = budgetRun(b, 5)
+	assert.Equal(t, 1, retries, "the retry is still there")
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+}
+
+// TestBudgetWithdrawsAfterContextChecks: a loop that its ctx or deadline
+// ends before a wait takes no retry from the budget.
+func TestBudgetWithdrawsAfterContextChecks(t *testing.T) {
+	t.Parallel()
+	oneRetry := func() *retry.Budget {
+		return &retry.Budget{MinPerSecond: 0.2, Window: 5 * time.Second, Clock: testingclock.NewFakeClock(t0)}
+	}
+	tests := map[string]struct {
+		end  func(b *retry.Budget) error
+		want error
+	}{
+		"ctx cancelled during the attempt": {func(b *retry.Budget) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			return retry.OnErrorWithContext(ctx, retry.DefaultRetry, always, func(context.Context) error {
+				cancel()
+				return errDown
+			}, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+		}, context.Canceled},
+		"wait past the deadline": {func(b *retry.Budget) error {
+			// The default sleeper does not start a wait that would outlast
+			// the deadline: no real sleep happens here.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			return retry.OnErrorWithContext(ctx, retry.Backoff{Steps: 3, Duration: 2 * time.Hour}, always,
+				func(context.Context) error { return errDown }, retry.WithBudget(b))
+		}, context.DeadlineExceeded},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := oneRetry()
+			err := tt.end(b)
+			require.ErrorIs(t, err, tt.want)
+			assert.NotErrorIs(t, err, retry.ErrBudgetExhausted)
+			retries, _ := budgetRun(b, 5)
+			assert.Equal(t, 1, retries, "the retry is still in the budget")
+		})
+	}
+
+	// The control: without the ctx ending it, such a loop takes the retry.
+	b := oneRetry()
+	err := retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 2}, always,
+		func(context.Context) error { return errDown }, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+	require.Same(t, errDown, err)
+	retries, err := budgetRun(b, 5)
+	assert.Zero(t, retries)
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+}
+
+// TestBudgetClockGoingBackwards: a reading earlier than one seen counts as
+// that one: no panic, and what was taken at the latest time keeps counting
+// until a Window after it.
+func TestBudgetClockGoingBackwards(t *testing.T) {
+	t.Parallel()
+	const window = 5 * time.Second
+	clk := testingclock.NewFakeClock(t0)
+	b := &retry.Budget{MinPerSecond: 1, Window: window, Clock: clk} // 5 retries
+	firstAttempts(t, b, 1)
+
+	// The clock goes back an hour, then to before the first reading: the
+	// retries taken then count at t0.
+	clk.SetTime(t0.Add(-time.Hour))
+	retries, err := budgetRun(b, 3) // 2 retries
+	assert.Equal(t, 2, retries)
+	assert.Same(t, errDown, err)
+	clk.SetTime(t0.Add(-100 * window))
+	retries, err = budgetRun(b, 100)
+	assert.Equal(t, 3, retries)
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	// At the clock's own time, an hour and a Window after those readings,
+	// they still count: their time was t0.
+	clk.SetTime(t0.Add(window - 1))
+	retries, err = budgetRun(b, 100)
+	assert.Zero(t, retries)
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	clk.SetTime(t0.Add(window + window/10))
+	retries, _ = budgetRun(b, 100)
+	assert.Equal(t, 5, retries)
+
+	// First attempts made while the clock is behind count at the latest
+	// time too, and expire a Window after it.
+	late := t0.Add(10 * window)
+	clk.SetTime(late)
+	rb := &retry.Budget{Ratio: 1, Window: window, Clock: clk}
+	firstAttempts(t, rb, 1)
+	clk.SetTime(late.Add(-window / 2))
+	firstAttempts(t, rb, 5)
+	clk.SetTime(late.Add(window))
+	retries, _ = budgetRun(rb, 100)
+	assert.Equal(t, 1, retries, "the first attempts read at late-Window/2 counted at late")
+}
+
+// TestBudgetHugeClockJumps: a jump that now.Sub cannot measure from the
+// first reading (over 292 years, as from a FakeClock at the zero time to
+// today) or one that overflows the sub-window's number (a Window of a few
+// nanoseconds) neither panics nor stops the time: first attempts from
+// before the jump no longer count after a Window.
+func TestBudgetHugeClockJumps(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		start  time.Time
+		jump   time.Time
+		window time.Duration
+	}{
+		"zero time to today": {time.Time{}, t0, time.Second},
+		"300 years":          {t0, t0.AddDate(300, 0, 0), time.Minute},
+		"1ns Window":         {t0, t0.AddDate(100, 0, 0), time.Nanosecond},
+		"7ns Window":         {t0, t0.AddDate(200, 0, 0), 7 * time.Nanosecond},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(tt.start)
+			b := &retry.Budget{Ratio: 0.5, Window: tt.window, Clock: clk}
+			firstAttempts(t, b, 1)
+			clk.SetTime(tt.jump)
+			require.NotPanics(t, func() { firstAttempts(t, b, 10) })
+			// 11 first attempts in the Window: 5 retries.
+			retries, err := budgetRun(b, 100)
+			assert.Equal(t, 5, retries)
+			assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+			// A Window later (two, to pass the retries' sub-window too) only
+			// the new loop's own first attempt counts: floor(0.5) = 0.
+			clk.Step(2 * tt.window)
+			retries, err = budgetRun(b, 100)
+			assert.Zero(t, retries, "first attempts from before must expire")
+			assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+			// And the time goes on after the jump: two more loops a Window
+			// apart each get floor(0.5*2)=1 retry from a pair of calls.
+			for range 2 {
+				clk.Step(2 * tt.window)
+				firstAttempts(t, b, 1)
+				retries, _ = budgetRun(b, 100)
+				assert.Equal(t, 1, retries)
+			}
+		})
+	}
+}
+
+// TestBudgetHugeJumpWithinAWindow: with a Window of a century, the clock
+// can pass 292 years after the first reading (where now.Sub saturates)
+// while a retry taken 50 years before still counts: it must.
+func TestBudgetHugeJumpWithinAWindow(t *testing.T) {
+	t.Parallel()
+	window := 100 * 365 * 24 * time.Hour
+	clk := testingclock.NewFakeClock(t0)
+	b := &retry.Budget{MinPerSecond: 1.5 / window.Seconds(), Window: window, Clock: clk} // 1 retry
+	firstAttempts(t, b, 1)
+
+	clk.SetTime(t0.AddDate(250, 0, 0))
+	retries, err := budgetRun(b, 10)
+	require.Equal(t, 1, retries)
+	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	clk.SetTime(t0.AddDate(300, 0, 0))
+	retries, err = budgetRun(b, 10)
+	assert.Zero(t, retries, "the retry taken 50 years ago counts for 100")
+	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
+
+	clk.Step(window + window/10)
+	retries, _ = budgetRun(b, 10)
+	assert.Equal(t, 1, retries)
+}
+
+// budgetLog is the tests' own account of what a Budget granted: the times
+// of first attempts and retries, each at the latest clock reading so far,
+// and the bound of the contract computed from them.
+type budgetLog struct {
+	ratio, min float64
+	window     time.Duration
+	now        time.Time   // the latest reading of the Budget's clock
+	firsts     []time.Time // in order, as now never goes back
+	retries    []time.Time
+}
+
+// read is a reading t of the Budget's clock.
+func (l *budgetLog) read(t time.Time) {
+	if t.After(l.now) {
+		l.now = t
+	}
+}
+
+// within counts the entries of ts whose age at l.now is below max (or at
+// most max, when inclusive).
+func (l *budgetLog) within(ts []time.Time, max time.Duration, inclusive bool) int {
+	i := sort.Search(len(ts), func(i int) bool {
+		age := l.now.Sub(ts[i])
+		return age < max || inclusive && age == max
+	})
+	return len(ts) - i
+}
+
+// bound is floor(MinPerSecond*Window.Seconds() + Ratio*firsts).
+func (l *budgetLog) bound(firsts int) int {
+	return int(math.Floor(l.min*l.window.Seconds() + l.ratio*float64(firsts)))
+}
+
+// exceeded returns an error when the retries of the last Window (an entry
+// at t counts over [t, t+Window)) pass the bound from the first attempts of
+// the last Window.
+func (l *budgetLog) exceeded() error {
+	r, f := l.within(l.retries, l.window, false), l.within(l.firsts, l.window, false)
+	if r > l.bound(f) {
+		return fmt.Errorf("%d retries in the Window before %v, bound %d from %d first attempts", r, l.now, l.bound(f), f)
+	}
+	return nil
+}
+
+// refusable returns an error when the budget had to grant the retry it
+// refused: even with every retry counted Window/10 late and every first
+// attempt stopping Window/10 early, there was room for it. window must be
+// a multiple of 10ns.
+func (l *budgetLog) refusable() error {
+	r := l.within(l.retries, l.window+l.window/10, false)
+	f := l.within(l.firsts, l.window-l.window/10, true)
+	if r+1 <= l.bound(f) {
+		return fmt.Errorf("refused at %v with at most %d retries and at least %d first attempts counted, bound %d", l.now, r, f, l.bound(f))
+	}
+	return nil
+}
+
+// budgetSim drives loops on one Budget from one goroutine: while a loop
+// waits, its Sleeper advances the fake clock by the wait and runs more of
+// the schedule (clock steps, new calls, which may wait in turn), so calls
+// interleave as they would across goroutines. It checks the bound at every
+// granted retry, and that every refusal was allowed.
+type budgetSim struct {
+	t       *testing.T
+	rng     *rand.Rand
+	clk     *testingclock.FakeClock
+	budget  *retry.Budget
+	log     budgetLog
+	actions int // left to run
+	depth   int // calls waiting in a Sleeper
+	grants  int
+	refused int
+	failed  bool
+}
+
+// step moves the clock: mostly forward by up to a third of a Window, but
+// also not at all, back, or far forward.
+func (s *budgetSim) step() {
+	w := int64(s.log.window)
+	switch p := s.rng.IntN(100); {
+	case p < 50:
+		s.clk.Step(time.Duration(s.rng.Int64N(w/3 + 1)))
+	case p < 70:
+		s.clk.Step(-time.Duration(s.rng.Int64N(2*w) + 1))
+	case p < 85:
+		s.clk.Step(time.Duration(w/10) * time.Duration(s.rng.IntN(30)+1))
+	case p < 98:
+		s.clk.Step(time.Duration(w) * time.Duration(s.rng.IntN(50)+1))
+	default: // decades to centuries
+		s.clk.SetTime(s.clk.Now().AddDate(10+s.rng.IntN(400), 0, 0))
+	}
+}
+
+// call makes one loop call whose fn fails a random number of times.
+func (s *budgetSim) call() {
+	failures := s.rng.IntN(8)
+	attempts := 0
+	backoff := retry.Backoff{Steps: 1 + s.rng.IntN(10), Duration: time.Duration(s.rng.Int64N(int64(s.log.window)/4 + 1)), Factor: 1.5}
+	s.depth++
+	err := retry.OnError(backoff, always, func() error {
+		attempts++
+		if attempts == 1 { // deposited just before this call, at this time
+			s.log.read(s.clk.Now())
+			s.log.firsts = append(s.log.firsts, s.log.now)
+		}
+		if attempts > failures {
+			return nil
+		}
+		return errDown
+	}, retry.WithBudget(s.budget), retry.WithSleeper(sleepHook(func(d time.Duration) {
+		s.clk.Step(d)
+		s.run()
+	})), retry.WithOnRetry(func(e retry.RetryEvent) {
+		if e.Final {
+			return
+		}
+		// Granted at the clock's time when fn returned: nothing moved it.
+		s.log.read(s.clk.Now())
+		s.log.retries = append(s.log.retries, s.log.now)
+		s.grants++
+		if err := s.log.exceeded(); err != nil && !s.failed {
+			s.failed = true
+			s.t.Errorf("granted beyond the bound: %v", err)
+		}
+	}))
+	s.depth--
+	if errors.Is(err, retry.ErrBudgetExhausted) {
+		s.log.read(s.clk.Now())
+		s.refused++
+		if err := s.log.refusable(); err != nil && !s.failed {
+			s.failed = true
+			s.t.Errorf("refused within the bound: %v", err)
+		}
+		if !errors.Is(err, errDown) && !s.failed {
+			s.failed = true
+			s.t.Errorf("a refusal does not wrap the last error: %v", err)
+		}
+	}
+}
+
+// run runs the schedule until it ends or, inside a wait, until the waiting
+// loop's turn comes.
+func (s *budgetSim) run() {
+	for s.actions > 0 {
+		s.actions--
+		switch p := s.rng.IntN(100); {
+		case p < 30:
+			s.step()
+		case p < 75 && s.depth < 6:
+			s.call()
+		case s.depth > 0:
+			return // the waiting loop makes its next attempt
+		default:
+			s.call()
+		}
+	}
+}
+
+// TestBudgetBoundOverRandomSchedules is the property test: over random
+// budgets and schedules of first attempts, failures and clock steps (back,
+// and far forward too), no granted retry takes the retries of the last
+// Window past the bound computed from the test's own log, and no refused
+// one had room.
+func TestBudgetBoundOverRandomSchedules(t *testing.T) {
+	t.Parallel()
+	iterations := 400
+	if testing.Short() {
+		iterations = 50
+	}
+	ratios := []float64{0, 0.1, 0.2, 0.5, 1, 3}
+	mins := []float64{0, 0.2, 1, 4}
+	windows := []time.Duration{10, 1000, time.Millisecond, time.Second, 5 * time.Second, 10 * time.Second, time.Hour}
+	var grants, refused int
+	for i := range iterations {
+		rng := rand.New(rand.NewPCG(uint64(i), 14))
+		clk := testingclock.NewFakeClock(t0.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
+		log := budgetLog{ratio: ratios[rng.IntN(len(ratios))], min: mins[rng.IntN(len(mins))], window: windows[rng.IntN(len(windows))]}
+		s := &budgetSim{t: t, rng: rng, clk: clk, log: log, actions: 300,
+			budget: &retry.Budget{Ratio: log.ratio, MinPerSecond: log.min, Window: log.window, Clock: clk}}
+		s.run()
+		grants += s.grants
+		refused += s.refused
+		if s.failed {
+			t.Logf("iteration %d: Ratio %v, MinPerSecond %v, Window %v", i, log.ratio, log.min, log.window)
+			return
+		}
+	}
+	t.Logf("%d retries granted, %d refused", grants, refused)
+	// The schedules must reach the bound often, or the test proves little.
+	assert.Greater(t, grants, 10*iterations)
+	assert.Greater(t, refused, 5*iterations)
+}
+
+// TestBudgetConcurrentLoops: 8 goroutines share one Budget (run it with
+// -race). The clock moves between rounds, back too, while no loop runs, so
+// every entry of a round has the round's time. The log takes each first
+// attempt before its loop deposits it and each retry after the budget
+// granted it, so at every logged retry the log holds at least the first
+// attempts the budget had seen and at most the retries it had granted:
+// the bound checked from the log then holds whatever the interleaving.
+func TestBudgetConcurrentLoops(t *testing.T) {
+	t.Parallel()
+	const window = 5 * time.Second
+	clk := testingclock.NewFakeClock(t0)
+	b := &retry.Budget{Ratio: 0.2, MinPerSecond: 1, Window: window, Clock: clk}
+	var (
+		mu      sync.Mutex
+		log     = budgetLog{ratio: b.Ratio, min: b.MinPerSecond, window: window}
+		grants  int
+		refused int
+	)
+	rng := rand.New(rand.NewPCG(8, 14))
+	for round := range 60 {
+		switch p := rng.IntN(10); {
+		case p < 6:
+			clk.Step(time.Duration(rng.Int64N(int64(window / 4))))
+		case p < 8:
+			clk.Step(-time.Duration(rng.Int64N(int64(2 * window))))
+		default:
+			clk.Step(window + time.Duration(rng.Int64N(int64(window))))
+		}
+		log.read(clk.Now())
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				for range 10 {
+					failures := rng.IntN(6)
+					attempts := 0
+					mu.Lock()
+					log.firsts = append(log.firsts, log.now)
+					mu.Unlock()
+					err := retry.OnError(retry.Backoff{Steps: 8}, always, func() error {
+						attempts++
+						if attempts > failures {
+							return nil
+						}
+						return errDown
+					}, retry.WithBudget(b), retry.WithSleeper(noSleep{}), retry.WithOnRetry(func(retry.RetryEvent) {
+						mu.Lock()
+						defer mu.Unlock()
+						log.retries = append(log.retries, log.now)
+						grants++
+						if err := log.exceeded(); err != nil {
+							t.Errorf("round %d: %v", round, err)
+						}
+					}))
+					if errors.Is(err, retry.ErrBudgetExhausted) {
+						mu.Lock()
+						refused++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	t.Logf("%d retries granted, %d refused", grants, refused)
+	assert.Greater(t, grants, 100)
+	assert.Greater(t, refused, 100)
+}

@@ -1,0 +1,208 @@
+package retry_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kuberetry/retry"
+)
+
+// counted returns a jitter source that hands out vals in order (then the
+// last again) and counts its calls.
+func counted(vals ...float64) (func() float64, *int) {
+	n := 0
+	return func() float64 {
+		v := vals[min(n, len(vals)-1)]
+		n++
+		return v
+	}, &n
+}
+
+// fraction is the full-jitter wait of a step: r*step.
+func fraction(r float64, step time.Duration) time.Duration {
+	return time.Duration(r * float64(step))
+}
+
+// fullJitterWaits runs RetryOnConflict over conflicts with full jitter and
+// opts, sleeping on a fake clock, and returns the waits its OnRetry saw;
+// it checks that they are the waits the clock slept.
+func fullJitterWaits(t *testing.T, b retry.Backoff, attempts int, opts ...retry.Option) []retry.RetryEvent {
+	t.Helper()
+	clk := testingclock.NewFakeClock(t0)
+	var events []retry.RetryEvent
+	opts = append([]retry.Option{retry.WithFullJitter(), retry.WithSleeper(clk),
+		retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) })}, opts...)
+	err := retry.RetryOnConflict(b, conflicts(attempts).fn, opts...)
+	require.True(t, apierrors.IsConflict(err), "%v", err)
+	var slept time.Duration
+	for _, e := range events {
+		slept += e.Delay
+	}
+	assert.Equal(t, slept, clk.Since(t0), "each Delay is the wait slept")
+	return events
+}
+
+func delays(events []retry.RetryEvent) []time.Duration {
+	var out []time.Duration
+	for _, e := range events {
+		out = append(out, e.Delay)
+	}
+	return out
+}
+
+// TestWithFullJitterIsAFractionOfStep: without Backoff.Jitter, each wait
+// is rand*Step(), Step() being apimachinery's wait.Backoff.Step, over
+// random backoffs, one draw per wait.
+func TestWithFullJitterIsAFractionOfStep(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(15, 1))
+	for i := range 300 {
+		b := retry.Backoff{
+			Steps:    2 + rng.IntN(8),
+			Duration: time.Duration(rng.Int64N(int64(time.Second))),
+			Factor:   []float64{0, 1, 1.2, 2, 5}[rng.IntN(5)],
+			Cap:      []time.Duration{0, 0, 500 * time.Millisecond, 10 * time.Second}[rng.IntN(4)],
+		}
+		require.True(t, oracleSafe(b))
+		fractions := make([]float64, b.Steps)
+		for j := range fractions {
+			fractions[j] = rng.Float64()
+		}
+		src, draws := counted(fractions...)
+		events := fullJitterWaits(t, b, b.Steps, retry.WithRand(src), retry.WithContinueAtCap())
+		steps := oracleSteps(b, b.Steps-1)
+		require.Len(t, events, len(steps), "backoff %d: %+v", i, b)
+		for j, step := range steps {
+			assert.Equal(t, fraction(fractions[j], step), events[j].Delay, "backoff %d: %+v, wait %d", i, b, j)
+		}
+		assert.Equal(t, len(steps), *draws, "one draw per wait")
+	}
+}
+
+// TestWithFullJitterAfterStepJitter: with Backoff.Jitter above 0, Step's
+// own jitter is drawn first, then the fraction, from the same source.
+func TestWithFullJitterAfterStepJitter(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 4, Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5}
+	// jitter, fraction, jitter, fraction, ...
+	draws := []float64{0.2, 0.5, 0.8, 0.25, 0, 0.9}
+	src, n := counted(draws...)
+	got := delays(fullJitterWaits(t, b, b.Steps, retry.WithRand(src)))
+
+	noJitter := b
+	noJitter.Jitter = 0
+	var want, swapped []time.Duration
+	for i, d := range oracleSteps(noJitter, b.Steps-1) {
+		j, f := draws[2*i], draws[2*i+1]
+		// wait.Jitter's formula: d + rand*maxFactor*d.
+		want = append(want, fraction(f, d+time.Duration(j*b.Jitter*float64(d))))
+		swapped = append(swapped, fraction(j, d+time.Duration(f*b.Jitter*float64(d))))
+	}
+	require.NotEqual(t, want, swapped, "the draws must tell the two orders apart")
+	assert.Equal(t, want, got)
+	assert.Equal(t, 2*(b.Steps-1), *n, "two draws per wait")
+}
+
+// TestWithFullJitterThenServerDelayAndMaxDelay: a server's delay is the
+// floor of the jittered wait, and WithMaxDelay bounds the result.
+func TestWithFullJitterThenServerDelayAndMaxDelay(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 2, Duration: 10 * time.Second, Factor: 1}
+	half := retry.WithRand(func() float64 { return 0.5 }) // 5s
+	tests := []struct {
+		name     string
+		server   time.Duration // 0: none
+		maxDelay time.Duration
+		want     time.Duration
+	}{
+		{"fraction only", 0, 0, 5 * time.Second},
+		{"server delay shorter", 2 * time.Second, 0, 5 * time.Second},
+		{"server delay longer", 8 * time.Second, 0, 8 * time.Second},
+		{"server delay longer than Step", 30 * time.Second, 0, 30 * time.Second},
+		{"MaxDelay above the fraction", 0, 6 * time.Second, 5 * time.Second},
+		{"MaxDelay below the fraction", 0, 3 * time.Second, 3 * time.Second},
+		{"MaxDelay bounds the server delay", 8 * time.Second, 6 * time.Second, 6 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := []retry.Option{half, retry.WithMaxDelay(tt.maxDelay)}
+			if tt.server > 0 {
+				opts = append(opts, retry.WithRetryAfter(func(error) (time.Duration, bool) { return tt.server, true }))
+			}
+			events := fullJitterWaits(t, b, 2, opts...)
+			require.Len(t, events, 1)
+			assert.Equal(t, tt.want, events[0].Delay)
+			assert.Equal(t, tt.server, events[0].RetryAfter)
+		})
+	}
+}
+
+// TestWithFullJitterAtTheCap: full jitter scales the Cap too, and changes
+// neither when the loop ends nor which wait is the final one.
+func TestWithFullJitterAtTheCap(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 6, Duration: time.Second, Factor: 3, Cap: 5 * time.Second}
+	half := retry.WithRand(func() float64 { return 0.5 })
+	steps := oracleSteps(b, 5) // 1s, 3s, then the Cap
+	var want []time.Duration
+	for _, s := range steps {
+		want = append(want, s/2)
+	}
+
+	events := fullJitterWaits(t, b, 6, half, retry.WithContinueAtCap())
+	assert.Equal(t, want, delays(events))
+
+	events = fullJitterWaits(t, b, 6, half)
+	require.Len(t, events, 2, "the step that reaches the Cap ends the loop after its wait")
+	assert.Equal(t, want[:2], delays(events))
+	assert.True(t, events[1].Final)
+}
+
+// TestWithFullJitterClampsTheSource: a value outside [0,1) is clamped, as
+// for Step's jitter.
+func TestWithFullJitterClampsTheSource(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 2, Duration: time.Second, Factor: 1}
+	for _, tt := range []struct {
+		r    float64
+		want time.Duration
+	}{
+		{-1, 0},
+		{math.NaN(), 0},
+		{1, fraction(math.Nextafter(1, 0), time.Second)},
+		{7, fraction(math.Nextafter(1, 0), time.Second)},
+		{0.75, 750 * time.Millisecond},
+	} {
+		events := fullJitterWaits(t, b, 2, retry.WithRand(func() float64 { return tt.r }))
+		require.Len(t, events, 1)
+		assert.Equal(t, tt.want, events[0].Delay, "rand %v", tt.r)
+	}
+}
+
+// TestWithFullJitterDefaultSource: with math/rand/v2's source the waits
+// are spread over [0, Step()): all below it, with a mean near its half.
+func TestWithFullJitterDefaultSource(t *testing.T) {
+	t.Parallel()
+	const n = 400
+	b := retry.Backoff{Steps: n + 1, Duration: time.Second, Factor: 1}
+	events := fullJitterWaits(t, b, n+1)
+	require.Len(t, events, n)
+	var sum time.Duration
+	for _, e := range events {
+		assert.GreaterOrEqual(t, e.Delay, time.Duration(0))
+		assert.Less(t, e.Delay, time.Second)
+		sum += e.Delay
+	}
+	// The mean of n uniform fractions has a standard deviation of
+	// 0.29/sqrt(n) = 0.014: 0.4 to 0.6 is 7 of them away.
+	mean := sum.Seconds() / n
+	assert.InDelta(t, 0.5, mean, 0.1)
+}
