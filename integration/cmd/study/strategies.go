@@ -63,10 +63,10 @@ func strategies(raisedSteps int) []contention.Strategy {
 		contention.Idiom(nameReadme, readmeBackoff),
 		contention.Idiom(nameExpNoJitter, exponential, retry.WithContinueAtCap()),
 		contention.Idiom(nameExpJitter, withJitter(exponential, 1.0), retry.WithContinueAtCap()),
-		contention.Idiom(nameExpFullJitter, exponential, retry.WithContinueAtCap(), fullJitter()),
+		contention.Idiom(nameExpFullJitter, exponential, retry.WithContinueAtCap(), retry.WithFullJitter()),
 		// current is the object the writer's previous update returned
 		// (Config.Current nil): fresh, so the first attempt is one PUT.
-		contention.Updating(nameUpdateFull, exponential, retry.WithContinueAtCap(), fullJitter()),
+		contention.Updating(nameUpdateFull, exponential, retry.WithContinueAtCap(), retry.WithFullJitter()),
 	}
 }
 
