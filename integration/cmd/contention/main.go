@@ -79,6 +79,12 @@ var strategies = []contention.Strategy{
 	{Name: "UpdateOnConflict DefaultBackoff", Steps: retry.DefaultBackoff.Steps, Update: contention.UpdateOnConflict(retry.DefaultBackoff)},
 }
 
+// raceName names the create-or-update race's rows, and raceBackoff is its
+// backoff: a race on one object is a hot object.
+const raceName = "CreateOrUpdate race, HotObject"
+
+var raceBackoff = contention.HotObjectBackoff
+
 // run is the program: args are its command-line arguments, kubeconfigEnv
 // the KUBECONFIG variable, the table goes to stdout and progress to p.
 func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Writer, p *contention.Progress) error {
@@ -106,7 +112,7 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 
 	var sums []contention.Summary
 	var problems []string
-	total := len(writerCounts) * len(strategies)
+	total := len(writerCounts) * (len(strategies) + 1) // and a race per count
 	for _, writers := range writerCounts {
 		for _, s := range strategies {
 			if err := ctx.Err(); err != nil {
@@ -131,10 +137,28 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 			sums = append(sums, sum)
 			problems = append(problems, contention.Problems(label, s, res)...)
 		}
+
+		label := fmt.Sprintf("[%d/%d] %s, %d writers", len(sums)+1, total, raceName, writers)
+		res, err := contention.RaceCreateOrUpdate(ctx, raceName, raceBackoff, contention.Config{
+			Client:    cl.Client,
+			Namespace: cl.Namespace,
+			Name:      fmt.Sprintf("raced-%d", len(sums)),
+			Writers:   writers,
+			Requests:  cl.Requests,
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		sum := contention.Summarize(res.Result)
+		p.Line("%s: %d/%d succeeded in %v", label, sum.Succeeded, writers, sum.Wall.Round(time.Millisecond))
+		sums = append(sums, sum)
+		problems = append(problems, contention.RaceProblems(label, raceBackoff.Steps, res)...)
 	}
 
 	fmt.Fprintf(stdout, "%d increments per writer of one ConfigMap counter, on %s:\n\n", *updates, cl.Where)
 	printTable(stdout, sums)
+	fmt.Fprintf(stdout, "\n%s: the writers, released together, each make one CreateOrUpdate call on a ConfigMap\n"+
+		"that does not exist yet, adding a key of their own; exactly one creates it.\n", raceName)
 	if len(problems) > 0 {
 		return fmt.Errorf("unexpected results:\n  %s", strings.Join(problems, "\n  "))
 	}

@@ -147,11 +147,12 @@ var styles = []struct {
 	{color.RGBA{R: 0xcc, G: 0x79, B: 0xa7, A: 0xff}, []vg.Length{vg.Points(6), vg.Points(2)}, draw.RingGlyph{}},
 	{color.RGBA{R: 0x00, G: 0x72, B: 0xb2, A: 0xff}, nil, draw.PyramidGlyph{}},
 	{color.RGBA{R: 0x00, G: 0x9e, B: 0x73, A: 0xff}, nil, draw.BoxGlyph{}},
+	{color.RGBA{R: 0xd5, G: 0x5e, A: 0xff}, nil, draw.CircleGlyph{}},
 }
 
 // drawPlots draws charts of rs into dir, one line per strategy of names,
-// and returns the files written.
-func drawPlots(dir string, names []string, rs []record, subtitle string) ([]string, error) {
+// the line of highlight thicker, and returns the files written.
+func drawPlots(dir string, names []string, highlight string, rs []record, subtitle string) ([]string, error) {
 	if len(names) > len(styles) {
 		return nil, fmt.Errorf("%d strategies but styles for %d", len(names), len(styles))
 	}
@@ -165,7 +166,7 @@ func drawPlots(dir string, names []string, rs []record, subtitle string) ([]stri
 		p.X.Tick.Marker = powersOfTwo{}
 		if c.logY {
 			p.Y.Scale = plot.LogScale{}
-			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+			p.Y.Tick.Marker = ticks125{}
 		}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top, p.Legend.Left = c.legendTop, true
@@ -177,7 +178,7 @@ func drawPlots(dir string, names []string, rs []record, subtitle string) ([]stri
 		for i, name := range names {
 			// Each strategy a little to the side of the others, so that
 			// bars at the same writer count stay apart.
-			shift := math.Pow(2, 0.05*(float64(i)-float64(len(names)-1)/2))
+			shift := math.Pow(2, 0.03*(float64(i)-float64(len(names)-1)/2))
 			var pts spread
 			for _, g := range groups(rs, name) {
 				md, lo, hi, ok := g.stats(c.m)
@@ -195,6 +196,9 @@ func drawPlots(dir string, names []string, rs []record, subtitle string) ([]stri
 			}
 			st := styles[i]
 			line.Color, line.Dashes, line.Width = st.c, st.dashes, vg.Points(1.5)
+			if name == highlight {
+				line.Width = vg.Points(3)
+			}
 			points.Color, points.Shape, points.Radius = st.c, st.glyph, vg.Points(3)
 			bars, err := plotter.NewYErrorBars(pts)
 			if err != nil {
@@ -248,6 +252,23 @@ func (powersOfTwo) Ticks(lo, hi float64) []plot.Tick {
 	for x := 1.0; x <= hi*1.001; x *= 2 {
 		if x >= lo/1.001 {
 			ticks = append(ticks, plot.Tick{Value: x, Label: strconv.Itoa(int(x))})
+		}
+	}
+	return ticks
+}
+
+// ticks125 ticks a log axis at 1, 2, 5, 10, 20, 50, ... times a power of
+// ten, labelled, so that values between powers of ten can be read.
+type ticks125 struct{}
+
+func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for decade := math.Pow(10, math.Floor(math.Log10(lo))); decade <= hi; decade *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			x := m * decade
+			if x >= lo && x <= hi {
+				ticks = append(ticks, plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'g', -1, 64)})
+			}
 		}
 	}
 	return ticks

@@ -31,6 +31,7 @@ const (
 	nameExpFullJitter   = "x2 full jitter"
 	nameUpdateFull      = "UpdateOnConflict x2 full jitter"
 	nameReadme          = "README x1.2 Jitter 1.0"
+	nameHotObject       = "HotObjectBackoff (200ms, x1, Jitter 1.0)"
 )
 
 // raisedName names client-go's DefaultBackoff with Steps raised to steps.
@@ -67,6 +68,8 @@ func strategies(raisedSteps int) []contention.Strategy {
 		// current is the object the writer's previous update returned
 		// (Config.Current nil): fresh, so the first attempt is one PUT.
 		contention.Updating(nameUpdateFull, exponential, retry.WithContinueAtCap(), retry.WithFullJitter()),
+		// The one the study chose, after the others had been measured.
+		contention.Idiom(nameHotObject, contention.HotObjectBackoff),
 	}
 }
 
