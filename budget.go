@@ -48,8 +48,8 @@ const budgetSlots = 10
 // far: a clock that goes backwards counts as standing still. A reading too
 // far from the first to number its sub-window (292 years on, or decades
 // with a Window of nanoseconds, as a fake clock may jump) starts the count
-// afresh: first attempts are dropped, and retries too when the jump is more
-// than 1.1 Windows, so the bound still holds.
+// afresh: first attempts are dropped, and retries too when the jump is 1.1
+// Windows or more, so the bound still holds.
 //
 // Finagle's defaults are Ratio 0.2, MinPerSecond 10 and Window 10s. The
 // zero Budget is invalid (its Window is 0). A Budget is safe for concurrent
@@ -105,8 +105,9 @@ func (b *Budget) Validate() error {
 
 // deposit counts one first attempt.
 func (b *Budget) deposit() {
+	now := b.now() // outside the lock: reading a clock can cost more than the rest
 	b.mu.Lock()
-	slot := b.advance()
+	slot := b.advance(now)
 	b.firsts[slot]++
 	b.firstTotal++
 	b.mu.Unlock()
@@ -115,9 +116,10 @@ func (b *Budget) deposit() {
 // withdraw counts one retry and reports true, or reports false, counting
 // nothing, when the retry would exceed the bound.
 func (b *Budget) withdraw() bool {
+	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	slot := b.advance()
+	slot := b.advance(now)
 	allowed := math.Floor(b.MinPerSecond*b.Window.Seconds() + b.Ratio*float64(b.firstTotal))
 	if float64(b.retryTotal+1) > allowed {
 		return false
@@ -127,20 +129,21 @@ func (b *Budget) withdraw() bool {
 	return true
 }
 
-// advance reads the clock, moves the current sub-window forward to it,
+func (b *Budget) now() time.Time {
+	if b.Clock == nil {
+		return time.Now()
+	}
+	return b.Clock.Now()
+}
+
+// advance moves the current sub-window forward to now,
 // dropping what no longer counts, and returns the current sub-window's
 // slot. Sub-window k spans [k, k+1) * Window/budgetSlots from the first
 // reading. A first attempt counts while it is in one of the newest
 // budgetSlots sub-windows (so it stops counting within Window/budgetSlots
 // before its time is up), a retry while it is in one of the newest
 // budgetSlots+1 (so it stops within Window/budgetSlots after).
-func (b *Budget) advance() int {
-	var now time.Time
-	if b.Clock == nil {
-		now = time.Now()
-	} else {
-		now = b.Clock.Now()
-	}
+func (b *Budget) advance(now time.Time) int {
 	if !b.started {
 		b.started, b.base, b.latest = true, now, now
 	}
@@ -206,11 +209,7 @@ type budgetError struct {
 }
 
 func (e *budgetError) Error() string {
-	unit := "attempts"
-	if e.attempts == 1 {
-		unit = "attempt"
-	}
-	return fmt.Sprintf("%v after %d %s, last error: %v", ErrBudgetExhausted, e.attempts, unit, e.last)
+	return ErrBudgetExhausted.Error() + afterAttempts(e.attempts, e.last)
 }
 
 func (e *budgetError) Unwrap() []error {

@@ -154,11 +154,17 @@ func (e *contextError) Error() string {
 	if e.last == nil {
 		return "retry: " + what + " before the first attempt"
 	}
+	return "retry: " + what + afterAttempts(e.attempts, e.last)
+}
+
+// afterAttempts ends a loop's error message: " after 2 attempts, last
+// error: ...".
+func afterAttempts(n int, last error) string {
 	unit := "attempts"
-	if e.attempts == 1 {
+	if n == 1 {
 		unit = "attempt"
 	}
-	return fmt.Sprintf("retry: %s after %d %s, last error: %v", what, e.attempts, unit, e.last)
+	return fmt.Sprintf(" after %d %s, last error: %v", n, unit, last)
 }
 
 func (e *contextError) Unwrap() []error {

@@ -239,7 +239,8 @@ func (s *counters) Create(_ context.Context, c *Counter) (*Counter, error) {
 		s.beforeCreate()
 	}
 	if c.ResourceVersion != "" {
-		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
+		// The real apiserver answers with a 500 (v1.37).
+		return nil, apierrors.NewInternalError(errors.New("resourceVersion should not be set on objects to be created"))
 	}
 	if _, ok := s.objs[c.Name]; ok {
 		return nil, apierrors.NewAlreadyExists(counterResource, c.Name)

@@ -116,8 +116,8 @@ func WithContinueAtCap() Option {
 
 // WithOnRetry calls f once before each wait that the loop sleeps, from the
 // loop's goroutine. It is not called when the loop returns without waiting:
-// on success, on a non-retriable error, after the last allowed attempt, or
-// when a context ends the loop first.
+// on success, on a non-retriable error, after the last allowed attempt,
+// when a context ends the loop first, or when a [Budget] refuses the retry.
 func WithOnRetry(f func(RetryEvent)) Option {
 	return Option{kind: optOnRetry, onRetry: f}
 }

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -37,13 +38,13 @@ const (
 )
 
 var (
-	errNilGet     = errors.New("retry: get is nil and current is the zero object, so there is nothing to change")
-	errNilGetCU   = errors.New("retry: get is nil")
-	errNilMutate  = errors.New("retry: mutate is nil")
-	errNilCreate  = errors.New("retry: create is nil")
-	errNilUpdate  = errors.New("retry: update is nil")
-	errNilCurrent = errors.New("retry: current is the zero object; it must name the object to create or update")
-	errGetNoObj   = errors.New("retry: get returned neither an object nor an error")
+	errNilGet       = errors.New("retry: get is nil and current is the zero object, so there is nothing to change")
+	errNilGetCreate = errors.New("retry: get is nil")
+	errNilMutate    = errors.New("retry: mutate is nil")
+	errNilCreate    = errors.New("retry: create is nil")
+	errNilUpdate    = errors.New("retry: update is nil")
+	errNilCurrent   = errors.New("retry: current is the zero object; it must name the object to create or update")
+	errGetNoObj     = errors.New("retry: get returned neither an object nor an error")
 )
 
 // IsApplyConflict reports whether err is a Server-Side Apply conflict: the
@@ -57,7 +58,7 @@ var (
 // (metav1.PatchOptions.Force). [IsTransient] is false for it too.
 func IsApplyConflict(err error) bool {
 	var status apierrors.APIStatus
-	if err == nil || !errors.As(err, &status) {
+	if !errors.As(err, &status) {
 		return false
 	}
 	st := status.Status()
@@ -103,7 +104,9 @@ func isRetriableConflict(err error) bool {
 //     (runtime.Unstructured, such as *unstructured.Unstructured) numbers of
 //     any Go type are equal when their values are, so the int64 that a
 //     stored field decodes as and the float64 of the same value from YAML
-//     or JSON are no change.
+//     or JSON are no change; a nil map or slice is JSON's null, which
+//     differs from an empty one. In short, no write when the content
+//     encodes to the same JSON.
 //  4. Otherwise update(ctx, obj) writes it: nil error returns update's
 //     object, a Conflict is retried after the backoff's wait, any other
 //     error is returned as it is, and so is an apply conflict
@@ -227,7 +230,7 @@ func CreateOrUpdate[T Object](ctx context.Context, backoff Backoff, current T,
 	case current == zero:
 		return zero, ResultUnchanged, errNilCurrent
 	case get == nil:
-		return zero, ResultUnchanged, errNilGetCU
+		return zero, ResultUnchanged, errNilGetCreate
 	case mutate == nil:
 		return zero, ResultUnchanged, errNilMutate
 	case create == nil:
@@ -409,17 +412,19 @@ func equal(before, obj runtime.Object) bool {
 	return equalJSON(b.UnstructuredContent(), o.UnstructuredContent())
 }
 
-// equalJSON compares two values of unstructured content at any depth. As
-// equality.Semantic does, it takes a nil map or slice as equal to an empty
-// one. Values of other types than JSON's are left to equality.Semantic.
+// equalJSON compares two values of unstructured content at any depth, as
+// the JSON they encode to: numbers are equal when their values are, and a
+// nil map or slice is null, which differs from an empty one (for a
+// custom resource the server may keep either). Values of types JSON has
+// not are left to equality.Semantic.
 func equalJSON(a, b any) bool {
+	if isNull(a) || isNull(b) {
+		return isNull(a) && isNull(b)
+	}
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
-		if !ok {
-			return b == nil && len(x) == 0
-		}
-		if len(x) != len(y) {
+		if !ok || len(x) != len(y) {
 			return false
 		}
 		for k, xv := range x {
@@ -431,10 +436,7 @@ func equalJSON(a, b any) bool {
 		return true
 	case []any:
 		y, ok := b.([]any)
-		if !ok {
-			return b == nil && len(x) == 0
-		}
-		if len(x) != len(y) {
+		if !ok || len(x) != len(y) {
 			return false
 		}
 		for i := range x {
@@ -443,16 +445,6 @@ func equalJSON(a, b any) bool {
 			}
 		}
 		return true
-	case nil:
-		switch y := b.(type) {
-		case nil:
-			return true
-		case map[string]any:
-			return len(y) == 0
-		case []any:
-			return len(y) == 0
-		}
-		return false
 	case string:
 		y, ok := b.(string)
 		return ok && x == y
@@ -467,41 +459,70 @@ func equalJSON(a, b any) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
+// isNull reports whether v encodes to JSON null.
+func isNull(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return x == nil
+	case []any:
+		return x == nil
+	}
+	return false
+}
+
 // number is a Go numeric value as one of int64, uint64 or float64, so that
 // values of different types compare exactly.
 type number struct {
-	kind byte // 'i', 'u' or 'f'
+	kind numberKind
 	i    int64
 	u    uint64
 	f    float64
 }
 
+type numberKind uint8
+
+// The kinds in the order number.equal sorts a pair by.
+const (
+	float numberKind = iota
+	signed
+	unsigned
+)
+
 func toNumber(v any) (number, bool) {
 	switch n := v.(type) {
 	case int:
-		return number{kind: 'i', i: int64(n)}, true
+		return number{kind: signed, i: int64(n)}, true
 	case int8:
-		return number{kind: 'i', i: int64(n)}, true
+		return number{kind: signed, i: int64(n)}, true
 	case int16:
-		return number{kind: 'i', i: int64(n)}, true
+		return number{kind: signed, i: int64(n)}, true
 	case int32:
-		return number{kind: 'i', i: int64(n)}, true
+		return number{kind: signed, i: int64(n)}, true
 	case int64:
-		return number{kind: 'i', i: n}, true
+		return number{kind: signed, i: n}, true
 	case uint:
-		return number{kind: 'u', u: uint64(n)}, true
+		return number{kind: unsigned, u: uint64(n)}, true
 	case uint8:
-		return number{kind: 'u', u: uint64(n)}, true
+		return number{kind: unsigned, u: uint64(n)}, true
 	case uint16:
-		return number{kind: 'u', u: uint64(n)}, true
+		return number{kind: unsigned, u: uint64(n)}, true
 	case uint32:
-		return number{kind: 'u', u: uint64(n)}, true
+		return number{kind: unsigned, u: uint64(n)}, true
 	case uint64:
-		return number{kind: 'u', u: n}, true
+		return number{kind: unsigned, u: n}, true
 	case float32:
-		return number{kind: 'f', f: float64(n)}, true
+		return number{kind: float, f: float64(n)}, true
 	case float64:
-		return number{kind: 'f', f: n}, true
+		return number{kind: float, f: n}, true
+	case json.Number: // what a decoder set to UseNumber gives
+		if i, err := n.Int64(); err == nil {
+			return number{kind: signed, i: i}, true
+		}
+		if f, err := n.Float64(); err == nil {
+			return number{kind: float, f: f}, true
+		}
 	}
 	return number{}, false
 }
@@ -509,15 +530,15 @@ func toNumber(v any) (number, bool) {
 // equal reports whether x and y are the same number, exactly: no float
 // rounding makes two different integers equal.
 func (x number) equal(y number) bool {
-	if x.kind > y.kind { // order the pair: 'f' < 'i' < 'u'
+	if x.kind > y.kind {
 		x, y = y, x
 	}
 	switch {
 	case x.kind == y.kind:
 		return x.i == y.i && x.u == y.u && x.f == y.f
-	case x.kind == 'i' && y.kind == 'u':
+	case x.kind == signed: // y is unsigned
 		return x.i >= 0 && uint64(x.i) == y.u
-	case y.kind == 'i': // x is a float
+	case y.kind == signed: // x is a float
 		const two63 = 1 << 63
 		return x.f >= -two63 && x.f < two63 && x.f == math.Trunc(x.f) && int64(x.f) == y.i
 	default: // x is a float, y a uint
