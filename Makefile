@@ -33,7 +33,7 @@ demo:
 
 ## study: the contention study (writers x retry strategy on one ConfigMap),
 ## written to docs/study.csv and docs/study-*.png (STUDY_ARGS="--out DIR",
-## "--kubeconfig FILE", "--quick"; about N minutes warm on 2 cores)
+## "--kubeconfig FILE", "--quick"; about 13 minutes warm on 2 cores)
 study:
 	cd integration && $(GO) run ./cmd/study $(STUDY_ARGS)
 

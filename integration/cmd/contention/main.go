@@ -7,7 +7,9 @@
 // DefaultBackoff and with client-go's, each increment written as client-go
 // documents it (a Get inside RetryOnConflict), then with UpdateOnConflict
 // starting from the object the writer's previous update returned, for a
-// few writer counts. A table shows how many increments got through, how
+// few writer counts; then, at each count, the writers race to create one
+// ConfigMap that does not exist yet with CreateOrUpdate, each adding a key
+// of its own. A table shows how many increments got through, how
 // many gave up, how many conflicts they met, how many requests reached the
 // server per successful increment, and what that cost in latency and wall
 // time.
