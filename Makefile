@@ -21,7 +21,7 @@ test:
 
 ## integration: the integration module's tests against an in-process kube-apiserver
 ## on embedded etcd (first build of k8s.io/kubernetes: about 8-10 minutes on 2
-## cores, then about 70s; no -race, which makes the cold run 10-12 minutes more)
+## cores, then about 2 minutes; no -race, which makes the cold run 10-12 minutes more)
 integration:
 	cd integration && $(GO) vet ./...
 	cd integration && $(GO) test -count=1 -timeout 20m ./...
