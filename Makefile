@@ -3,7 +3,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test integration demo cover bench bench-check bench-wait fuzz
+.PHONY: check lint test integration demo study cover bench bench-check bench-wait fuzz
 
 ## check: everything CI runs: lint, the root module's tests, the integration tests
 check: lint test integration
@@ -21,7 +21,7 @@ test:
 
 ## integration: the integration module's tests against an in-process kube-apiserver
 ## on embedded etcd (first build of k8s.io/kubernetes: about 8-10 minutes on 2
-## cores, then about 70s; no -race, which makes the cold run 10-12 minutes more)
+## cores, then about 2 minutes; no -race, which makes the cold run 10-12 minutes more)
 integration:
 	cd integration && $(GO) vet ./...
 	cd integration && $(GO) test -count=1 -timeout 20m ./...
@@ -30,6 +30,12 @@ integration:
 ## KUBECONFIG / --kubeconfig (DEMO_ARGS="--kubeconfig ... --writers 4,16,64")
 demo:
 	cd integration && $(GO) run ./cmd/contention $(DEMO_ARGS)
+
+## study: the contention study (writers x retry strategy on one ConfigMap),
+## written to docs/study.csv and docs/study-*.png (STUDY_ARGS="--out DIR",
+## "--kubeconfig FILE", "--quick"; about 13 minutes warm on 2 cores)
+study:
+	cd integration && $(GO) run ./cmd/study $(STUDY_ARGS)
 
 ## cover: test coverage of the root module
 cover:

@@ -17,14 +17,16 @@ import (
 )
 
 // checkTable checks that out is the demo's table with one row per
-// strategy and writer count, and that each row's requests per update
-// is one the row's loop can have made: a read and a write per success
-// for the loops that read in every attempt, at least the write for
-// UpdateOnConflict.
+// strategy and writer count and a create-or-update race per writer count,
+// and that each row's requests per update is one the row's loop can have
+// made: a read and a write per success for the loops that read in every
+// attempt and for the race (a GET, then a POST or a PUT), at least the
+// write for UpdateOnConflict.
 func checkTable(t *testing.T, out string, writerCounts int) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	want := 3 + writerCounts*len(strategies) // title, blank line, header, rows
+	// Title, blank line, header, rows, blank line, two lines on the race.
+	want := 3 + writerCounts*(len(strategies)+1) + 3
 	if len(lines) != want {
 		t.Fatalf("%d lines of output, want %d:\n%s", len(lines), want, out)
 	}
@@ -37,7 +39,10 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 			t.Errorf("%d rows for %s, want %d:\n%s", n, s.Name, writerCounts, out)
 		}
 	}
-	for _, line := range lines[3:] {
+	if n := strings.Count(out, raceName+" "); n != writerCounts {
+		t.Errorf("%d rows for %s, want %d:\n%s", n, raceName, writerCounts, out)
+	}
+	for _, line := range lines[3 : len(lines)-3] {
 		line = strings.TrimSpace(line) // the table aligns right, names too
 		var s *contention.Strategy
 		for i := range strategies {
@@ -45,7 +50,8 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 				s = &strategies[i]
 			}
 		}
-		if s == nil {
+		race := strings.HasPrefix(line, raceName+" ")
+		if s == nil && !race {
 			t.Errorf("row of no strategy: %q", line)
 			continue
 		}
@@ -58,8 +64,8 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 			continue
 		}
 		r, err := strconv.ParseFloat(reqs, 64)
-		least := 2.0 // GET and PUT
-		if s.Update != nil {
+		least := 2.0 // GET and PUT, or GET and POST
+		if s != nil && s.Update != nil {
 			least = 1 // PUT
 		}
 		if err != nil || r < least {
@@ -71,7 +77,7 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 // TestInProcess runs the demo as make demo does, smaller.
 func TestInProcess(t *testing.T) {
 	var out, log bytes.Buffer
-	err := run(t.Context(), []string{"--writers", "2,8", "--updates", "3"}, "", &out, &progress{w: &log})
+	err := run(t.Context(), []string{"--writers", "2,8", "--updates", "3"}, "", &out, contention.NewProgress(&log))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -114,7 +120,7 @@ func TestKubeconfig(t *testing.T) {
 
 	var out, log bytes.Buffer
 	// Through KUBECONFIG, as a user with a cluster would run it.
-	if err := run(t.Context(), []string{"--writers", "4", "--updates", "3"}, kubeconfig, &out, &progress{w: &log}); err != nil {
+	if err := run(t.Context(), []string{"--writers", "4", "--updates", "3"}, kubeconfig, &out, contention.NewProgress(&log)); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	checkTable(t, out.String(), 1)

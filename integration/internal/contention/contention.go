@@ -17,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
@@ -41,16 +43,45 @@ type UpdateLoop func(ctx context.Context, current *corev1.ConfigMap,
 	update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error),
 ) (*corev1.ConfigMap, error)
 
-// UpdateOnConflict is retry.UpdateOnConflict with backoff b, as an
-// UpdateLoop.
-func UpdateOnConflict(b retry.Backoff) UpdateLoop {
+// UpdateOnConflict is retry.UpdateOnConflict with backoff b and opts, as
+// an UpdateLoop.
+func UpdateOnConflict(b retry.Backoff, opts ...retry.Option) UpdateLoop {
 	return func(ctx context.Context, current *corev1.ConfigMap,
 		get func(context.Context) (*corev1.ConfigMap, error),
 		mutate func(*corev1.ConfigMap) error,
 		update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error),
 	) (*corev1.ConfigMap, error) {
-		return retry.UpdateOnConflict(ctx, b, current, get, mutate, update)
+		return retry.UpdateOnConflict(ctx, b, current, get, mutate, update, opts...)
 	}
+}
+
+// Idiom is the Strategy of client-go's documented idiom (a Get, the
+// change and an Update inside a conflict-retrying loop) on this library's
+// RetryOnConflictWithContext with backoff b and opts.
+func Idiom(name string, b retry.Backoff, opts ...retry.Option) Strategy {
+	return Strategy{
+		Name: name, Steps: b.Steps,
+		Loop: func(ctx context.Context, fn func(context.Context) error) error {
+			return retry.RetryOnConflictWithContext(ctx, b, fn, opts...)
+		},
+	}
+}
+
+// ClientGoIdiom is the Strategy of client-go's documented idiom on
+// client-go's own retry.RetryOnConflict with backoff b.
+func ClientGoIdiom(name string, b wait.Backoff) Strategy {
+	return Strategy{
+		Name: name, Steps: b.Steps,
+		Loop: func(ctx context.Context, fn func(context.Context) error) error {
+			return cgretry.RetryOnConflict(b, func() error { return fn(ctx) })
+		},
+	}
+}
+
+// Updating is the Strategy of retry.UpdateOnConflict with backoff b and
+// opts, each increment starting from the object Config.Current gives.
+func Updating(name string, b retry.Backoff, opts ...retry.Option) Strategy {
+	return Strategy{Name: name, Steps: b.Steps, Update: UpdateOnConflict(b, opts...)}
 }
 
 // Strategy names a retry loop and the most attempts it may make per call.
@@ -349,4 +380,35 @@ func FirstNonConflict(r Result) error {
 		}
 	}
 	return nil
+}
+
+// Problems lists the ways a run broke the workload's promises, each
+// prefixed with label: a counter that differs from the increments that
+// returned nil (an update lost or doubled), a give-up on something other
+// than a Conflict, a call over s.Steps attempts, a current modified.
+func Problems(label string, s Strategy, res Result) []string {
+	sum := Summarize(res)
+	var problems []string
+	if sum.Final != sum.Succeeded {
+		problems = append(problems, fmt.Sprintf("%s: counter %d but %d increments succeeded", label, sum.Final, sum.Succeeded))
+	}
+	if err := FirstNonConflict(res); err != nil {
+		problems = append(problems, fmt.Sprintf("%s: %d gave up on something other than a Conflict, e.g. %v", label, sum.GaveUpNonConflict, err))
+	}
+	if sum.MaxAttempts > s.Steps {
+		problems = append(problems, fmt.Sprintf("%s: a call made %d attempts, more than Steps %d", label, sum.MaxAttempts, s.Steps))
+	}
+	if sum.CurrentModified > 0 {
+		problems = append(problems, fmt.Sprintf("%s: %d calls modified the object they started from", label, sum.CurrentModified))
+	}
+	return problems
+}
+
+// SuccessRate is the fraction of calls that returned nil, 0 when none
+// was made.
+func (s Summary) SuccessRate() float64 {
+	if s.Updates == 0 {
+		return 0
+	}
+	return float64(s.Succeeded) / float64(s.Updates)
 }
