@@ -29,6 +29,19 @@ var DefaultBackoff = Backoff{
 	Jitter:   0.1,
 }
 
+// HotObjectBackoff is a backoff for one object that many writers update at
+// once: up to 30 attempts, each retry after a uniformly jittered 200ms to
+// 400ms, the same at every attempt (12s of waits at most). It was chosen by
+// the contention study on a real kube-apiserver (make study; see the
+// README's Contention section): at 64 writers on one ConfigMap it got every
+// update through with fewer requests per update and a lower p99 than
+// client-go's DefaultBackoff with Steps raised to 7 and than the x1.2
+// exponential (Steps 30, 10ms, Jitter 1.0, Cap 2s) it replaces. A flat wait keeps every waiting writer at
+// the same rate, where a growing one lets a writer that just succeeded take
+// the object from those that have waited longest. Each Conflict costs at
+// least 200ms, so for an object with few writers [DefaultRetry] is faster.
+var HotObjectBackoff = Backoff{Steps: 30, Duration: 200 * time.Millisecond, Factor: 1, Jitter: 1.0}
+
 // DefaultRetryAfterBackoff is a backoff for [OnRetryAfterError]: 1 attempt
 // and up to 10 retries, as client-go's rest.Request makes by default, each
 // wait at least 1s and longer when the server asks for longer. The 1s floor

@@ -39,7 +39,7 @@ func TestHotObjectBackoff(t *testing.T) {
 	}
 
 	readme := retry.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.2, Jitter: 1.0, Cap: 2 * time.Second}
-	hot := contention.Idiom("HotObjectBackoff", contention.HotObjectBackoff)
+	hot := contention.Idiom("HotObjectBackoff", retry.HotObjectBackoff)
 	strategies := []contention.Strategy{hot, contention.Idiom("README", readme)}
 	type point struct {
 		strategy string

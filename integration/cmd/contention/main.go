@@ -85,7 +85,7 @@ var strategies = []contention.Strategy{
 // backoff: a race on one object is a hot object.
 const raceName = "CreateOrUpdate race, HotObject"
 
-var raceBackoff = contention.HotObjectBackoff
+var raceBackoff = retry.HotObjectBackoff
 
 // run is the program: args are its command-line arguments, kubeconfigEnv
 // the KUBECONFIG variable, the table goes to stdout and progress to p.

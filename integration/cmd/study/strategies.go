@@ -69,7 +69,7 @@ func strategies(raisedSteps int) []contention.Strategy {
 		// (Config.Current nil): fresh, so the first attempt is one PUT.
 		contention.Updating(nameUpdateFull, exponential, retry.WithContinueAtCap(), retry.WithFullJitter()),
 		// The one the study chose, after the others had been measured.
-		contention.Idiom(nameHotObject, contention.HotObjectBackoff),
+		contention.Idiom(nameHotObject, retry.HotObjectBackoff),
 	}
 }
 
