@@ -81,19 +81,22 @@ func (b *Backoff) step(rnd func() float64) time.Duration {
 		}
 	}
 	if b.Jitter > 0 {
-		var r float64
-		if rnd == nil {
-			r = rand.Float64()
-		} else {
-			r = unitInterval(rnd())
-		}
-		d = jitter(d, b.Jitter, r)
+		d = jitter(d, b.Jitter, draw(rnd))
 	}
 	return max(d, 0)
 }
 
 // below1 is the largest float64 below 1.
 var below1 = math.Nextafter(1, 0)
+
+// draw returns a value in [0,1) from rnd, clamped into it, or from
+// math/rand/v2's global source when rnd is nil (the default of WithRand).
+func draw(rnd func() float64) float64 {
+	if rnd == nil {
+		return rand.Float64()
+	}
+	return unitInterval(rnd())
+}
 
 // unitInterval clamps r into [0,1); NaN becomes 0.
 func unitInterval(r float64) float64 {

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -36,10 +35,11 @@ var DefaultBackoff = Backoff{
 // README's Contention section): at 64 writers on one ConfigMap it got every
 // update through with fewer requests per update and a lower p99 than
 // client-go's DefaultBackoff with Steps raised to 7 and than the x1.2
-// exponential (Steps 30, 10ms, Jitter 1.0, Cap 2s) it replaces. A flat wait keeps every waiting writer at
-// the same rate, where a growing one lets a writer that just succeeded take
-// the object from those that have waited longest. Each Conflict costs at
-// least 200ms, so for an object with few writers [DefaultRetry] is faster.
+// exponential (Steps 30, 10ms, Jitter 1.0, Cap 2s) it replaces. A flat wait
+// keeps every waiting writer at the same rate, where a growing one lets a
+// writer that just succeeded take the object from those that have waited
+// longest. Each Conflict costs at least 200ms, so for an object with few
+// writers [DefaultRetry] is faster.
 var HotObjectBackoff = Backoff{Steps: 30, Duration: 200 * time.Millisecond, Factor: 1, Jitter: 1.0}
 
 // DefaultRetryAfterBackoff is a backoff for [OnRetryAfterError]: 1 attempt
@@ -448,7 +448,7 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		d := b.step(o.rand)
 		final := b.Steps == 0 && !o.continueAtCap // the step reached Cap
 		if o.fullJitter {
-			d = scaleFloat(o.random() * float64(d))
+			d = scaleFloat(draw(o.rand) * float64(d))
 		}
 		var serverDelay time.Duration
 		if o.retryAfter != nil {
@@ -480,14 +480,6 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 			return o.done(attempt, err, true)
 		}
 	}
-}
-
-// random draws from the loop's jitter source, clamped into [0,1).
-func (o *options) random() float64 {
-	if o.rand == nil {
-		return rand.Float64()
-	}
-	return unitInterval(o.rand())
 }
 
 // contextEnds returns the error that ends the loop instead of a wait of d
