@@ -29,7 +29,7 @@ integration:
 ## demo: the contention demo, on an in-process apiserver or the cluster in
 ## KUBECONFIG / --kubeconfig (DEMO_ARGS="--kubeconfig ... --writers 4,16,64")
 demo:
-	cd integration && $(GO) run ./cmd/contention $(DEMO_ARGS)
+	cd integration && $(GO) run ./cmd/demo $(DEMO_ARGS)
 
 ## study: the contention study (writers x retry strategy on one ConfigMap),
 ## written to docs/study.csv and docs/study-*.png (STUDY_ARGS="--out DIR",

@@ -1,4 +1,4 @@
-// Command contention shows what update conflicts do to a controller's
+// Command demo shows what update conflicts do to a controller's
 // retry loop, against a real kube-apiserver.
 //
 // Many writers increment one counter in one ConfigMap, each increment a
@@ -18,7 +18,7 @@
 // and throws them away afterwards. With --kubeconfig, or KUBECONFIG set, it
 // uses that cluster instead, in a namespace it creates and deletes.
 //
-//	go run ./cmd/contention [--writers 4,16,64] [--updates 10] [--kubeconfig FILE]
+//	go run ./cmd/demo [--writers 4,16,64] [--updates 10] [--kubeconfig FILE]
 package main
 
 import (
