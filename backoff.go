@@ -199,7 +199,7 @@ func scale(d time.Duration, f float64) time.Duration {
 // NaN (0 times an infinity) is 0. Go's own conversion is
 // implementation-defined out of range, and on amd64 gives a negative value.
 func scaleFloat(x float64) time.Duration {
-	const limit = 1 << 63 // float64(math.MaxInt64) rounds up to this
+	const limit = 1 << 63         // float64(math.MaxInt64) rounds up to this
 	if -limit <= x && x < limit { // false for NaN too
 		return time.Duration(x)
 	}
