@@ -3,14 +3,20 @@
 // connection reset at once, responses held back past the client's timeout,
 // a backend that goes away and comes back at another address (an
 // apiserver restarted behind a fixed address), and an outage during which
-// no connection gets through at all. It forwards bytes and knows
-// nothing of TLS or HTTP, so the client's TLS session runs end to end with
-// the server behind it.
+// no connection gets through at all. Given several backends it is the
+// round-robin load balancer in front of an HA control plane's apiservers,
+// from whose rotation a backend can be taken, its connections reset, and
+// into which a new one can be put. It forwards bytes and knows nothing of
+// TLS or HTTP, so the client's TLS session runs end to end with the server
+// behind it.
 package faultproxy
 
 import (
+	"errors"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,15 +45,26 @@ type Stats struct {
 	// start reset, and OutageRejects the number of connections accepted
 	// during an outage, each reset at once without reaching a backend.
 	Outages, OutageResets, OutageRejects int64
+	// Removals is the number of RemoveBackend calls that took a backend
+	// out of rotation, and RemovalResets the number of its connections
+	// they reset. NoBackend is the number of connections accepted while
+	// the rotation was empty, each reset at once.
+	Removals, RemovalResets, NoBackend int64
+	// Routed is the number of connections forwarded to each backend
+	// (host:port), those whose dial failed included.
+	Routed map[string]int64
 }
 
-// Proxy forwards each connection accepted on its loopback address to the
-// current backend address. Its methods are safe for concurrent use.
+// Proxy forwards each connection accepted on its loopback address to a
+// backend address of its rotation, taking them in turn. Its methods are
+// safe for concurrent use.
 type Proxy struct {
 	ln net.Listener
 
 	mu        sync.Mutex
-	backend   string
+	backends  []string // the rotation
+	next      int      // the rotation's backend for the next connection
+	routed    map[string]int64
 	conns     map[*pair]struct{}
 	holdUntil time.Time     // the backends' bytes wait until then
 	released  chan struct{} // closed by Release, to wake the holds
@@ -58,10 +75,12 @@ type Proxy struct {
 
 	accepted, dialErrors, resetAlls, resets, delays, heldChunks, heldFirst atomic.Int64
 	outages, outageResets, outageRejects                                   atomic.Int64
+	removals, removalResets, noBackend                                     atomic.Int64
 }
 
 // pair is one proxied connection: the client's side and the backend's.
 type pair struct {
+	addr            string // the backend's address, as in the rotation
 	client, backend *net.TCPConn
 	once            sync.Once
 	done            chan struct{} // closed when the pair is closed
@@ -69,17 +88,25 @@ type pair struct {
 }
 
 // New starts a proxy on 127.0.0.1, on a port the kernel picks, that
-// forwards to backend (host:port). Close stops it.
-func New(backend string) (*Proxy, error) {
+// forwards to backends (host:port), in turn, one connection each: the
+// first connection to the first, the next to the second, and so on round.
+// Close stops it.
+func New(backends ...string) (*Proxy, error) {
+	if len(backends) == 0 {
+		return nil, errors.New("faultproxy: New needs a backend")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{
 		ln:       ln,
-		backend:  backend,
+		routed:   make(map[string]int64),
 		conns:    make(map[*pair]struct{}),
 		released: make(chan struct{}),
+	}
+	for _, b := range backends {
+		p.AddBackend(b)
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -89,12 +116,56 @@ func New(backend string) (*Proxy, error) {
 // Addr is the proxy's address, host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// SetBackend makes new connections go to backend. Open connections stay
-// with the backend they were made to.
+// SetBackend makes new connections go to backend alone: it is the whole
+// rotation. Open connections stay with the backend they were made to.
 func (p *Proxy) SetBackend(backend string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.backend = backend
+	p.backends, p.next = []string{backend}, 0
+}
+
+// AddBackend puts backend into the rotation, last, unless it is in it
+// already. Open connections stay where they are, as with a load balancer:
+// only new ones reach it.
+func (p *Proxy) AddBackend(backend string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Contains(p.backends, backend) {
+		p.backends = append(p.backends, backend)
+	}
+}
+
+// RemoveBackend takes backend out of the rotation, so no new connection
+// goes to it, and resets its open connections, on both sides, as ResetAll
+// does; it returns how many it reset. A backend not in the rotation keeps
+// nothing open, unless it left through SetBackend: those connections are
+// reset too.
+func (p *Proxy) RemoveBackend(backend string) int {
+	p.mu.Lock()
+	if i := slices.Index(p.backends, backend); i >= 0 {
+		p.backends = slices.Delete(p.backends, i, i+1)
+		if p.next > i {
+			p.next-- // the turn stays with the backend that had it
+		}
+		p.removals.Add(1)
+	}
+	var pairs []*pair
+	for c := range p.conns {
+		if c.addr == backend {
+			pairs = append(pairs, c)
+		}
+	}
+	p.mu.Unlock()
+	n := resetPairs(pairs)
+	p.removalResets.Add(int64(n))
+	return n
+}
+
+// Backends returns the rotation, in turn order from the first backend.
+func (p *Proxy) Backends() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.backends)
 }
 
 // ResetAll resets every open connection, on both sides (SO_LINGER 0, so
@@ -107,12 +178,7 @@ func (p *Proxy) ResetAll() int {
 		pairs = append(pairs, c)
 	}
 	p.mu.Unlock()
-	n := 0
-	for _, c := range pairs {
-		if c.reset() {
-			n++
-		}
-	}
+	n := resetPairs(pairs)
 	if n > 0 {
 		p.resetAlls.Add(1)
 		p.resets.Add(int64(n))
@@ -143,12 +209,7 @@ func (p *Proxy) SetOutage(on bool) int {
 	}
 	p.mu.Unlock()
 	p.outages.Add(1)
-	n := 0
-	for _, c := range pairs {
-		if c.reset() {
-			n++
-		}
-	}
+	n := resetPairs(pairs)
 	p.outageResets.Add(int64(n))
 	return n
 }
@@ -197,7 +258,18 @@ func (p *Proxy) Stats() Stats {
 		Outages:       p.outages.Load(),
 		OutageResets:  p.outageResets.Load(),
 		OutageRejects: p.outageRejects.Load(),
+
+		Removals:      p.removals.Load(),
+		RemovalResets: p.removalResets.Load(),
+		NoBackend:     p.noBackend.Load(),
+		Routed:        p.routedCopy(),
 	}
+}
+
+func (p *Proxy) routedCopy() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.routed)
 }
 
 // Close stops accepting, closes every open connection and returns when
@@ -240,10 +312,22 @@ func (p *Proxy) acceptLoop() {
 func (p *Proxy) serve(client *net.TCPConn) {
 	defer p.wg.Done()
 	p.mu.Lock()
-	backend, outage := p.backend, p.outage
+	outage, backend := p.outage, ""
+	if !outage && len(p.backends) > 0 {
+		backend = p.backends[p.next%len(p.backends)]
+		p.next = (p.next + 1) % len(p.backends)
+		p.routed[backend]++
+	}
 	p.mu.Unlock()
 	if outage {
 		p.outageRejects.Add(1)
+		rst(client)
+		return
+	}
+	if backend == "" {
+		// No backend in rotation: the client meets what it meets from a
+		// load balancer with none, a reset.
+		p.noBackend.Add(1)
 		rst(client)
 		return
 	}
@@ -259,7 +343,7 @@ func (p *Proxy) serve(client *net.TCPConn) {
 		rst(client)
 		return
 	}
-	c := &pair{client: client, backend: bc.(*net.TCPConn), done: make(chan struct{})}
+	c := &pair{addr: backend, client: client, backend: bc.(*net.TCPConn), done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -356,6 +440,18 @@ func pump(dst, src *net.TCPConn, beforeWrite func()) bool {
 			return false
 		}
 	}
+}
+
+// resetPairs resets each of pairs and returns how many it reset (a pair
+// already closed is not).
+func resetPairs(pairs []*pair) int {
+	n := 0
+	for _, c := range pairs {
+		if c.reset() {
+			n++
+		}
+	}
+	return n
 }
 
 // reset closes both sides with a TCP RST, and reports whether it did: a

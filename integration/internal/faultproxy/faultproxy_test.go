@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,9 +77,9 @@ func countingEchoServer(t *testing.T, name string) (string, *atomic.Int64) {
 	return ln.Addr().String(), accepted
 }
 
-func newProxy(t *testing.T, backend string) *Proxy {
+func newProxy(t *testing.T, backends ...string) *Proxy {
 	t.Helper()
-	p, err := New(backend)
+	p, err := New(backends...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +112,20 @@ func (c *client) roundTrip(line string) (string, error) {
 	}
 	s, err := c.r.ReadString('\n')
 	return strings.TrimSuffix(s, "\n"), err
+}
+
+// tryOnce makes a new connection to addr and a round trip on it, and
+// returns the error. On loopback a reset often arrives before connect
+// returns, so the dial itself fails; otherwise the first read does.
+func tryOnce(addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cl := &client{conn: c, r: bufio.NewReader(c)}
+	_, err = cl.roundTrip("anyone?")
+	return err
 }
 
 func TestForwardsAndSwitchesBackend(t *testing.T) {
@@ -210,13 +226,7 @@ func TestOutage(t *testing.T) {
 	// the reset may arrive before connect returns, failing the dial.
 	const tries = 3
 	for i := range tries {
-		c, err := net.Dial("tcp", p.Addr())
-		if err == nil {
-			cl := &client{conn: c, r: bufio.NewReader(c)}
-			_, err = cl.roundTrip("anyone?")
-			c.Close()
-		}
-		if !errors.Is(err, syscall.ECONNRESET) {
+		if err := tryOnce(p.Addr()); !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("new connection %d during the outage: %v, want ECONNRESET", i, err)
 		}
 	}
@@ -295,15 +305,7 @@ func TestDeadBackendResetsClient(t *testing.T) {
 	ln.Close()
 
 	p := newProxy(t, dead)
-	// On loopback the reset often arrives before connect returns, so the
-	// dial itself fails; otherwise the first read does.
-	c, err := net.Dial("tcp", p.Addr())
-	if err == nil {
-		defer c.Close()
-		cl := &client{conn: c, r: bufio.NewReader(c)}
-		_, err = cl.roundTrip("anyone?")
-	}
-	if !errors.Is(err, syscall.ECONNRESET) {
+	if err := tryOnce(p.Addr()); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("through a proxy whose backend is down: %v, want ECONNRESET", err)
 	}
 	if s := p.Stats(); s.DialErrors != 1 {
@@ -339,5 +341,107 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	if err := p.Close(); err != nil {
 		t.Fatalf("a second Close: %v", err)
+	}
+}
+
+// names returns the names of the echo servers that answer n new
+// connections through p, one round trip each, in order.
+func names(t *testing.T, p *Proxy, n int) []string {
+	t.Helper()
+	var got []string
+	for range n {
+		s, err := dial(t, p.Addr()).roundTrip("x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.TrimSuffix(s, ":x"))
+	}
+	return got
+}
+
+func TestBalancerRoundRobin(t *testing.T) {
+	a, b, c := echoServer(t, "a"), echoServer(t, "b"), echoServer(t, "c")
+	p := newProxy(t, a, b, a) // a backend named twice is in the rotation once
+	if got := p.Backends(); !slices.Equal(got, []string{a, b}) {
+		t.Fatalf("Backends %v, want [%s %s]", got, a, b)
+	}
+	if got := names(t, p, 4); !slices.Equal(got, []string{"a", "b", "a", "b"}) {
+		t.Fatalf("4 connections went to %v, want a b a b", got)
+	}
+
+	p.AddBackend(c)
+	p.AddBackend(c)
+	if got := names(t, p, 3); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("after AddBackend, 3 connections went to %v, want a b c", got)
+	}
+	s := p.Stats()
+	if want := map[string]int64{a: 3, b: 3, c: 1}; !maps.Equal(s.Routed, want) {
+		t.Errorf("Routed %v, want %v", s.Routed, want)
+	}
+	if s.Accepted != 7 || s.DialErrors != 0 || s.Removals != 0 {
+		t.Errorf("stats %+v, want 7 accepted and nothing else", s)
+	}
+}
+
+func TestBalancerRemoveBackend(t *testing.T) {
+	a, b, c := echoServer(t, "a"), echoServer(t, "b"), echoServer(t, "c")
+	p := newProxy(t, a, b, c)
+	clients := make([]*client, 6) // two on each backend: a b c a b c
+	for i := range clients {
+		clients[i] = dial(t, p.Addr())
+		if _, err := clients[i].roundTrip("x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The turn is a's now; b leaves, and it stays a's.
+	if got := p.RemoveBackend(b); got != 2 {
+		t.Fatalf("RemoveBackend(b) reset %d connections, want b's 2", got)
+	}
+	for i, cl := range clients {
+		_, err := cl.roundTrip("after")
+		if i%3 == 1 {
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Errorf("client %d of b after RemoveBackend(b): %v, want ECONNRESET", i, err)
+			}
+		} else if err != nil {
+			t.Errorf("client %d of another backend after RemoveBackend(b): %v", i, err)
+		}
+	}
+	if got := names(t, p, 4); !slices.Equal(got, []string{"a", "c", "a", "c"}) {
+		t.Fatalf("after RemoveBackend(b), 4 connections went to %v, want a c a c", got)
+	}
+	if got := p.RemoveBackend(b); got != 0 {
+		t.Errorf("a second RemoveBackend(b) reset %d connections", got)
+	}
+
+	// A replacement goes in last; the rotation goes on from a.
+	d := echoServer(t, "d")
+	p.AddBackend(d)
+	if got := names(t, p, 3); !slices.Equal(got, []string{"a", "c", "d"}) {
+		t.Fatalf("after AddBackend(d), 3 connections went to %v, want a c d", got)
+	}
+	s := p.Stats()
+	if s.Removals != 1 || s.RemovalResets != 2 || s.ResetAlls != 0 || s.DialErrors != 0 {
+		t.Errorf("stats %+v, want 1 removal that reset 2 connections, nothing else", s)
+	}
+}
+
+func TestBalancerEmptyRotation(t *testing.T) {
+	if _, err := New(); err == nil {
+		t.Fatal("New with no backend returned no error")
+	}
+	a, accepted := countingEchoServer(t, "a")
+	p := newProxy(t, a)
+	p.RemoveBackend(a)
+	if err := tryOnce(p.Addr()); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("through a proxy with no backend: %v, want ECONNRESET", err)
+	}
+	if s := p.Stats(); s.NoBackend != 1 || s.DialErrors != 0 || accepted.Load() != 0 {
+		t.Errorf("stats %+v, backend accepted %d: want 1 connection reset for want of a backend", s, accepted.Load())
+	}
+	p.AddBackend(a)
+	if got := names(t, p, 1); got[0] != "a" {
+		t.Fatalf("after AddBackend, a connection went to %v", got)
 	}
 }

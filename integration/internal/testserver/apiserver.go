@@ -68,19 +68,19 @@ type Options struct {
 // objects. flags are extra kube-apiserver command-line flags, e.g.
 // "--max-requests-inflight=1". tb receives the server's log; the server
 // stops when tb's cleanups run or when Stop is called, whichever is first.
-func Start(tb ktesting.TB, etcd *Etcd, flags ...string) (*Server, error) {
+func Start(tb ktesting.TB, etcd Storage, flags ...string) (*Server, error) {
 	return StartWithOptions(tb, etcd, Options{Flags: flags})
 }
 
 // StartWithOptions starts a kube-apiserver as Start does, configured by
 // opts.
-func StartWithOptions(tb ktesting.TB, etcd *Etcd, opts Options) (*Server, error) {
+func StartWithOptions(tb ktesting.TB, etcd Storage, opts Options) (*Server, error) {
 	prefix := opts.Prefix
 	if prefix == "" {
 		prefix = path.Join("/kuberetry", fmt.Sprintf("server-%d", prefixes.Add(1)), "registry")
 	}
 	storage := storagebackend.NewDefaultConfig(prefix, nil)
-	storage.Transport.ServerList = []string{etcd.URL}
+	storage.Transport.ServerList = etcd.ClientURLs()
 
 	// The kube-apiserver defaults that integration tests of Kubernetes
 	// itself use: no endpoint reconciler (127.0.0.1 is not a valid
