@@ -301,13 +301,7 @@ func TestFaults(t *testing.T) {
 // startFaultServer starts an apiserver for t as startServer does, with opts.
 func startFaultServer(t *testing.T, opts testserver.Options) *testserver.Server {
 	t.Helper()
-	logs := &bufferedLogTB{TB: t}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kube-apiserver log:\n%s", logs.String())
-		}
-	})
-	s, err := testserver.StartWithOptions(logs, etcd, opts)
+	s, err := testserver.StartWithOptions(testserver.BufferLogs(t), etcd, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package integration_test
 import (
 	"fmt"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,42 +36,11 @@ func run(m *testing.M) int {
 // output unless t fails.
 func startServer(t *testing.T, flags ...string) *testserver.Server {
 	t.Helper()
-	logs := &bufferedLogTB{TB: t}
-	t.Cleanup(func() { // registered first, so it runs after the server stopped
-		if t.Failed() {
-			t.Logf("kube-apiserver log:\n%s", logs.String())
-		}
-	})
-	s, err := testserver.Start(logs, etcd, flags...)
+	s, err := testserver.Start(testserver.BufferLogs(t), etcd, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// bufferedLogTB is a testing.TB whose Log and Logf write to a buffer.
-type bufferedLogTB struct {
-	testing.TB
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *bufferedLogTB) Log(args ...any) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fmt.Fprintln(&b.buf, args...)
-}
-
-func (b *bufferedLogTB) Logf(format string, args ...any) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fmt.Fprintf(&b.buf, format+"\n", args...)
-}
-
-func (b *bufferedLogTB) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestSmoke proves the harness: a real apiserver on a real etcd that a

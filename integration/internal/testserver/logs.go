@@ -2,7 +2,11 @@ package testserver
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"strings"
+	"sync"
+	"testing"
 
 	"k8s.io/klog/v2"
 )
@@ -26,4 +30,43 @@ func QuietGlobalLogs() {
 		}
 	}
 	klog.SetOutput(io.Discard)
+}
+
+// BufferLogs returns a testing.TB that is t, except that its Log and Logf
+// write to a buffer, which is logged to t when t has failed by the time its
+// cleanups run. Given to Start, it keeps a server's log (a few hundred
+// lines per start) out of the test's output unless the test fails.
+func BufferLogs(t testing.TB) testing.TB {
+	b := &bufferedLogTB{TB: t}
+	t.Cleanup(func() { // registered first, so it runs after the servers stopped
+		if t.Failed() {
+			t.Logf("kube-apiserver log:\n%s", b.String())
+		}
+	})
+	return b
+}
+
+// bufferedLogTB is a testing.TB whose Log and Logf write to a buffer.
+type bufferedLogTB struct {
+	testing.TB
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *bufferedLogTB) Log(args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintln(&b.buf, args...)
+}
+
+func (b *bufferedLogTB) Logf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(&b.buf, format+"\n", args...)
+}
+
+func (b *bufferedLogTB) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
