@@ -113,29 +113,14 @@ func TestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w := &faultWorkload{client: client, ns: ns, name: name, stop: make(chan struct{})}
+	w := &faultWorkload{clients: []kubernetes.Interface{client}, ns: ns, name: name, stop: make(chan struct{})}
 	fig := &faultFigures{wire: wire, w: w, proxy: proxy, start: time.Now()}
 	// The figures are logged however the test ends, so a failure shows
 	// how far the faults got.
 	defer func() { t.Logf("faults against the real apiserver:\n%s", fig) }()
-	var wg sync.WaitGroup
-	for i := range faultWriters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.writer(ctx, i)
-		}()
-	}
+	stopWriters := w.run(ctx, faultWriters)
 	// However the schedule ends, the writers stop and are waited for; on
 	// a failure, cancel ends their retries at once.
-	stopped := false
-	stopWriters := func() {
-		if !stopped {
-			stopped = true
-			close(w.stop)
-			wg.Wait()
-		}
-	}
 	defer func() {
 		cancel()
 		stopWriters()
@@ -230,59 +215,11 @@ func TestFaults(t *testing.T) {
 	stopWriters()
 
 	// Every call returned nil, and the ConfigMap holds exactly their keys.
-	failed := 0
-	want := map[string]string{}
-	// Failures grouped by their shape: class, IsTransient's answer and
-	// the types in the error's tree; one example of each is printed.
-	type shape struct {
-		class     faultClass
-		transient bool
-		types     string
-	}
-	shapes := map[shape]int{}
-	for _, c := range w.calls() {
-		if c.err != nil {
-			failed++
-			sh := shape{faultClassify(c.err), retry.IsTransient(c.err), faultErrTypes(c.err)}
-			if shapes[sh] == 0 {
-				t.Errorf("writer %d call %d returned (%s, IsTransient %v) %s", c.writer, c.seq, sh.class, sh.transient, faultDescribe(c.err))
-			}
-			shapes[sh]++
-			continue
-		}
-		want[faultKey(c.writer, c.seq)] = faultValue(c.writer, c.seq)
-	}
-	if failed > 0 {
-		t.Errorf("%d of %d calls returned an error; by shape: %v", failed, len(w.calls()), shapes)
-	}
 	cm, err := second.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("read the ConfigMap back: %v", err)
 	}
-	lost, extra := 0, 0
-	for k, v := range want {
-		if got, ok := cm.Data[k]; !ok || got != v {
-			lost++
-			if lost <= 5 {
-				t.Errorf("key %s: %q (present %v), want %q", k, got, ok, v)
-			}
-		}
-	}
-	for k := range cm.Data {
-		if _, ok := want[k]; !ok {
-			extra++
-			if extra <= 5 {
-				t.Errorf("key %s is in the ConfigMap but no call that returned nil wrote it", k)
-			}
-		}
-	}
-	if lost > 0 || extra > 0 {
-		t.Errorf("%d keys lost, %d extra, of %d", lost, extra, len(want))
-	}
-	fig.checked, fig.failed, fig.keys, fig.lost, fig.extra = true, failed, len(want), lost, extra
-	for _, err := range w.others() {
-		t.Errorf("a loop retried an error of no known class: %s", faultDescribe(err))
-	}
+	fig.outcome = w.check(t, cm)
 
 	// Both loops had work: the faults reached the outer loop, and the
 	// writers contended.
@@ -348,6 +285,63 @@ func faultWaitInFlight(t *testing.T, wire *faultWire, proxy *faultproxy.Proxy) {
 	})
 }
 
+// check fails t unless every call returned nil and cm holds exactly the
+// keys of the calls, none lost, none extra, and no loop retried an error
+// of no known class; it returns the calls that failed, the keys of those
+// that returned nil, and the keys lost and extra.
+func (w *faultWorkload) check(t *testing.T, cm *corev1.ConfigMap) faultOutcome {
+	t.Helper()
+	failed, lost, extra := 0, 0, 0
+	want := map[string]string{}
+	// Failures grouped by their shape: class, IsTransient's answer and
+	// the types in the error's tree; one example of each is printed.
+	type shape struct {
+		class     faultClass
+		transient bool
+		types     string
+	}
+	shapes := map[shape]int{}
+	calls := w.calls()
+	for _, c := range calls {
+		if c.err != nil {
+			failed++
+			sh := shape{faultClassify(c.err), retry.IsTransient(c.err), faultErrTypes(c.err)}
+			if shapes[sh] == 0 {
+				t.Errorf("writer %d call %d returned (%s, IsTransient %v) %s", c.writer, c.seq, sh.class, sh.transient, faultDescribe(c.err))
+			}
+			shapes[sh]++
+			continue
+		}
+		want[faultKey(c.writer, c.seq)] = faultValue(c.writer, c.seq)
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d calls returned an error; by shape: %v", failed, len(calls), shapes)
+	}
+	for k, v := range want {
+		if got, ok := cm.Data[k]; !ok || got != v {
+			lost++
+			if lost <= 5 {
+				t.Errorf("key %s: %q (present %v), want %q", k, got, ok, v)
+			}
+		}
+	}
+	for k := range cm.Data {
+		if _, ok := want[k]; !ok {
+			extra++
+			if extra <= 5 {
+				t.Errorf("key %s is in the ConfigMap but no call that returned nil wrote it", k)
+			}
+		}
+	}
+	if lost > 0 || extra > 0 {
+		t.Errorf("%d keys lost, %d extra, of %d", lost, extra, len(want))
+	}
+	for _, err := range w.others() {
+		t.Errorf("a loop retried an error of no known class: %s", faultDescribe(err))
+	}
+	return faultOutcome{checked: true, failed: failed, keys: len(want), lost: lost, extra: extra}
+}
+
 func faultKey(writer, seq int) string   { return fmt.Sprintf("writer-%d-%d", writer, seq) }
 func faultValue(writer, seq int) string { return fmt.Sprintf("%d.%d", writer, seq) }
 
@@ -367,19 +361,14 @@ type faultFigures struct {
 	held             time.Duration // how long the delay held responses back
 	heldTimeouts     int64         // requests that timed out awaiting headers meanwhile
 
-	checked                   bool // the ConfigMap was read back
-	failed, keys, lost, extra int
+	outcome faultOutcome
 }
 
 func (f *faultFigures) String() string {
 	var b strings.Builder
 	ps := f.proxy.Stats()
-	fmt.Fprintf(&b, "%d writers, %d calls in %v; ", faultWriters, len(f.w.calls()), time.Since(f.start).Round(100*time.Millisecond))
-	if f.checked {
-		fmt.Fprintf(&b, "calls failed %d; keys %d, lost %d, extra %d\n", f.failed, f.keys, f.lost, f.extra)
-	} else {
-		b.WriteString("the ConfigMap was not checked: the test stopped before\n")
-	}
+	fmt.Fprintf(&b, "%d writers, ", faultWriters)
+	f.outcome.write(&b, len(f.w.calls()), time.Since(f.start))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "fault\ttimes\tdetail")
 	fmt.Fprintf(tw, "reset of every open connection\t%d\tconnections reset %v; %d more resets met no request\n",
@@ -389,33 +378,65 @@ func (f *faultFigures) String() string {
 	fmt.Fprintf(tw, "responses held past the header timeout (%v)\t%d\theld %v (at least %v, until a request timed out); %d requests timed out awaiting headers; %d reads held, %d of them a TLS handshake\n",
 		faultResponseTimeout, ps.Delays, f.held.Round(100*time.Millisecond), faultDelay, f.heldTimeouts, ps.HeldChunks, ps.HeldFirst)
 	tw.Flush()
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	writeFaultClasses(&b, f.wire, f.w, "")
+	return b.String()
+}
+
+// faultOutcome is what the check of the ConfigMap found.
+type faultOutcome struct {
+	checked                   bool // the ConfigMap was read back
+	failed, keys, lost, extra int
+}
+
+// write writes the number of calls and their wall time, and the outcome.
+func (o faultOutcome) write(b *strings.Builder, calls int, wall time.Duration) {
+	fmt.Fprintf(b, "%d calls in %v; ", calls, wall.Round(100*time.Millisecond))
+	if o.checked {
+		fmt.Fprintf(b, "calls failed %d; keys %d, lost %d, extra %d\n", o.failed, o.keys, o.lost, o.extra)
+	} else {
+		b.WriteString("the ConfigMap was not checked: the test stopped before\n")
+	}
+}
+
+// writeFaultClasses writes the failures by class, on the wire and retried
+// by w's loops, what they count, more (if not empty) and one error of each
+// class met on the wire.
+func writeFaultClasses(b *strings.Builder, wire *faultWire, w *faultWorkload, more string) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "error class\ton the wire\tretried by the loops\t")
 	for c := range faultClass(numFaultClasses) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", c, f.wire.count(c), f.w.retried(c))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", c, wire.count(c), w.retried(c))
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t\n", f.wire.total(), f.w.retries.Load())
+	fmt.Fprintf(tw, "total\t%d\t%d\t\n", wire.total(), w.retries.Load())
 	tw.Flush()
 	b.WriteString("(on the wire: round trips below client-go, so its own retries of a GET count there and an error while reading a body does not; retried by the loops: the outer IsTransient loop's retries and, for conflicts, the inner UpdateOnConflict's)")
-	for c, err := range f.wire.examples() {
+	if more != "" {
+		b.WriteString("\n" + more)
+	}
+	for c, err := range wire.examples() {
 		if err != nil {
-			fmt.Fprintf(&b, "\ne.g. %s on the wire: %s", faultClass(c), faultDescribe(err))
+			fmt.Fprintf(b, "\ne.g. %s on the wire: %s", faultClass(c), faultDescribe(err))
 		}
 	}
-	return b.String()
 }
 
 // faultCall is one call of a writer: one key added.
 type faultCall struct {
 	writer, seq int
 	err         error
+	start, end  time.Time
+	hit         time.Time // when the call first retried a transient failure; zero if never
 }
 
 // faultWorkload is the writers' shared state.
 type faultWorkload struct {
-	client   kubernetes.Interface
+	// clients are the writers' clientsets: writer i uses
+	// clients[i%len(clients)].
+	clients  []kubernetes.Interface
 	ns, name string
 	stop     chan struct{}
+	// maxCalls, if positive, bounds each writer's calls.
+	maxCalls int
 
 	done    atomic.Int64 // calls that returned
 	retries atomic.Int64 // retries by the loops, both kinds
@@ -426,23 +447,47 @@ type faultWorkload struct {
 	unexpected []error // retried errors of faultOther
 }
 
-// writer adds keys writer-i-0, writer-i-1, ... until told to stop.
+// run starts n writers and returns a function that stops them and waits
+// for them to return; calling it again does nothing.
+func (w *faultWorkload) run(ctx context.Context, n int) (stop func()) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { w.writer(ctx, i) })
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(w.stop)
+			wg.Wait()
+		})
+	}
+}
+
+// writer adds keys writer-i-0, writer-i-1, ... until told to stop, or
+// until it has made maxCalls calls.
 func (w *faultWorkload) writer(ctx context.Context, i int) {
-	cms := w.client.CoreV1().ConfigMaps(w.ns)
+	cms := w.clients[i%len(w.clients)].CoreV1().ConfigMaps(w.ns)
 	get := func(ctx context.Context) (*corev1.ConfigMap, error) {
 		return cms.Get(ctx, w.name, metav1.GetOptions{})
 	}
 	update := func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 		return cms.Update(ctx, cm, metav1.UpdateOptions{})
 	}
-	onRetry := retry.WithOnRetry(w.onRetry)
-	for seq := 0; ; seq++ {
+	for seq := 0; w.maxCalls <= 0 || seq < w.maxCalls; seq++ {
 		select {
 		case <-w.stop:
 			return
 		default:
 		}
 		key, value := faultKey(i, seq), faultValue(i, seq)
+		start := time.Now()
+		var hit time.Time // the call's first retry of a transient failure
+		onRetry := retry.WithOnRetry(func(ev retry.RetryEvent) {
+			if hit.IsZero() && faultClassify(ev.Err) != faultConflict {
+				hit = time.Now()
+			}
+			w.onRetry(ev)
+		})
 		mutate := func(cm *corev1.ConfigMap) error {
 			// Idempotent: a write that landed although its answer was
 			// lost is found by the retry, which then writes nothing.
@@ -456,7 +501,7 @@ func (w *faultWorkload) writer(ctx context.Context, i int) {
 			return retry.UpdateOnConflict(ctx, faultInner, nil, get, mutate, update, onRetry, retry.WithContinueAtCap())
 		}, onRetry, retry.WithContinueAtCap())
 		w.mu.Lock()
-		w.all = append(w.all, faultCall{writer: i, seq: seq, err: err})
+		w.all = append(w.all, faultCall{writer: i, seq: seq, err: err, start: start, end: time.Now(), hit: hit})
 		w.mu.Unlock()
 		w.done.Add(1)
 	}
@@ -471,6 +516,32 @@ func (w *faultWorkload) onRetry(ev retry.RetryEvent) {
 	if c == faultOther && len(w.unexpected) < 5 {
 		w.unexpected = append(w.unexpected, ev.Err)
 	}
+}
+
+// firstSuccessAfter returns the end of the first call to return nil
+// among those begun at t or later, and whether there is one.
+func (w *faultWorkload) firstSuccessAfter(t time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, c := range w.calls() {
+		if c.err == nil && !c.start.Before(t) && (first.IsZero() || c.end.Before(first)) {
+			first = c.end
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// hitBetween returns the number of calls whose first retry of a transient
+// failure came in [from, to), and the end of the last of them.
+func (w *faultWorkload) hitBetween(from, to time.Time) (n int, last time.Time) {
+	for _, c := range w.calls() {
+		if !c.hit.IsZero() && !c.hit.Before(from) && c.hit.Before(to) {
+			n++
+			if c.end.After(last) {
+				last = c.end
+			}
+		}
+	}
+	return n, last
 }
 
 func (w *faultWorkload) calls() []faultCall {
@@ -502,6 +573,7 @@ type faultWire struct {
 	byClass        [numFaultClasses]int
 	example        [numFaultClasses]error
 	awaiting       map[*http.Request]time.Time
+	lastFault      time.Time // of the last failure that was not a conflict
 }
 
 // awaitingWrittenAfter reports whether a request written after t awaits
@@ -568,6 +640,9 @@ func (f *faultWire) wrap(rt http.RoundTripper) http.RoundTripper {
 		if c != numFaultClasses {
 			f.mu.Lock()
 			f.byClass[c]++
+			if c != faultConflict {
+				f.lastFault = time.Now()
+			}
 			if f.example[c] == nil && err != nil {
 				f.example[c] = err
 			}
@@ -586,6 +661,14 @@ func (f *faultWire) count(classes ...faultClass) int {
 		n += f.byClass[c]
 	}
 	return n
+}
+
+// snapshot returns the failures of each class so far, and when the last
+// one that was not a conflict was met.
+func (f *faultWire) snapshot() ([numFaultClasses]int, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byClass, f.lastFault
 }
 
 // examples returns the first error of each class, nil for none.

@@ -35,7 +35,8 @@ type EtcdCluster struct {
 	members []member
 
 	mu      sync.Mutex
-	running []*embed.Etcd // nil while a member is stopped
+	running []*embed.Etcd   // nil while a member is stopped
+	closing []chan struct{} // closed once a stopped member has closed
 }
 
 // StartEtcdCluster starts an etcd cluster of n members (an odd number: 1,
@@ -70,7 +71,7 @@ func startClusterOnce(ports []int, timeout time.Duration) (_ *EtcdCluster, err e
 		return nil, err
 	}
 	n := len(ports) / 2
-	c := &EtcdCluster{dir: dir, running: make([]*embed.Etcd, n)}
+	c := &EtcdCluster{dir: dir, running: make([]*embed.Etcd, n), closing: make([]chan struct{}, n)}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -184,28 +185,36 @@ func (c *EtcdCluster) indexOf(id types.ID) int {
 // without handing its leadership on first (etcd's own Close of a leader
 // transfers it, which makes a stop all but invisible to clients), so the
 // others elect a new leader once their election timeout passes. Its client
-// and peer listeners then close. Its data stays, for StartMember. It
-// returns how long the stop took.
+// and peer listeners then close, which may wait for the clients' streams
+// (a few seconds); meanwhile Leader already answers for the others. Its
+// data stays, for StartMember. It returns how long the stop took.
 func (c *EtcdCluster) StopMember(i int) (time.Duration, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if i < 0 || i >= len(c.members) {
+		c.mu.Unlock()
 		return 0, fmt.Errorf("etcd: no member %d in a cluster of %d", i, len(c.members))
 	}
 	e := c.running[i]
 	if e == nil {
+		c.mu.Unlock()
 		return 0, fmt.Errorf("etcd member %s is not running", c.describe(i))
 	}
 	start := time.Now()
-	crash(e)
+	e.Server.HardStop()
 	c.running[i] = nil
+	closed := make(chan struct{})
+	c.closing[i] = closed
+	c.mu.Unlock()
+
+	e.Close()
+	close(closed)
 	return time.Since(start), nil
 }
 
 // crash stops e's raft node at once, then closes e. Close alone would wait
 // forever for a member that never became ready (it waits for client
 // servers that start only once the member is ready), and would transfer a
-// leader's leadership first.
+// leader's leadership first. (StopMember does the same, in two steps.)
 func crash(e *embed.Etcd) {
 	e.Server.HardStop()
 	e.Close()
@@ -222,6 +231,9 @@ func (c *EtcdCluster) StartMember(i int) error {
 	}
 	if c.running[i] != nil {
 		return fmt.Errorf("etcd member %s is already running", c.describe(i))
+	}
+	if closed := c.closing[i]; closed != nil {
+		<-closed // its data and ports are free once it has closed
 	}
 	e, err := embed.StartEtcd(c.config(i))
 	if err != nil {
@@ -251,5 +263,10 @@ func (c *EtcdCluster) Stop() {
 		}
 	}
 	wg.Wait()
+	for _, closed := range c.closing {
+		if closed != nil {
+			<-closed // a StopMember still closing its member
+		}
+	}
 	os.RemoveAll(c.dir)
 }
