@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -270,7 +271,7 @@ func testCreateOrUpdateControllerRuntime(t *testing.T, s *testserver.Server) {
 	// Converged: the child has the parent's last value and its owner
 	// reference, and the reconciler has found that very version right.
 	var final *corev1.ConfigMap
-	err = pollUntil(ctx, func() bool {
+	err = poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool {
 		cm, err := cms.Get(ctx, childKey.Name, metav1.GetOptions{})
 		if err != nil {
 			return false

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -191,7 +192,7 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 		t.Fatal(err)
 	}
 	var cached *corev1.ConfigMap
-	if err := pollUntil(ctx, func() bool { cached, err = lister.Get(name); return err == nil }); err != nil {
+	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool { cached, err = lister.Get(name); return err == nil }); err != nil {
 		t.Fatalf("the informer never saw %s: %v", name, err)
 	}
 	snapshot := cached.DeepCopy()
@@ -245,18 +246,4 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 	if !equality.Semantic.DeepEqual(cached, snapshot) {
 		t.Error("CreateOrUpdate modified the informer's cached object")
 	}
-}
-
-// pollUntil calls cond every 10ms until it is true or ctx or 20s end.
-func pollUntil(ctx context.Context, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return nil
 }

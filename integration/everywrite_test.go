@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -329,7 +331,7 @@ func testSetPhase(t *testing.T, w *writeEnv) {
 		t.Fatal(err)
 	}
 	var cached *corev1.ConfigMap
-	if err := pollUntil(ctx, func() bool { var err error; cached, err = lister.Get("app"); return err == nil }); err != nil {
+	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool { var err error; cached, err = lister.Get("app"); return err == nil }); err != nil {
 		t.Fatal(err)
 	}
 	cms := w.client.CoreV1().ConfigMaps(ns)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/faultproxy"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -42,6 +43,9 @@ const (
 	faultResponseTimeout = time.Second
 	faultDelay           = faultResponseTimeout + time.Second
 	faultDelayMax        = 10 * time.Second
+	// faultPollInterval is how often the schedule looks whether what it
+	// waits for has happened.
+	faultPollInterval = 5 * time.Millisecond
 	// faultToken authenticates the writers to both apiservers, the first
 	// and the one that replaces it.
 	faultToken = "kuberetry-faults"
@@ -162,7 +166,7 @@ func TestFaults(t *testing.T) {
 				n = proxy.ResetAll() // 0 if the last connection just closed
 				return n > 0
 			})
-			seen := faultPoll(time.Second, func() bool { return wire.count(faultResetClasses...) > before })
+			seen := poll.Until(context.Background(), faultPollInterval, time.Second, func() bool { return wire.count(faultResetClasses...) > before }) == nil
 			fig.resetConns = append(fig.resetConns, n)
 			if seen {
 				return
@@ -194,9 +198,9 @@ func TestFaults(t *testing.T) {
 	before := wire.headerTimeouts.Load()
 	holdStart := time.Now()
 	proxy.Delay(faultDelayMax)
-	timedOut := faultPoll(faultDelayMax, func() bool {
+	timedOut := poll.Until(context.Background(), faultPollInterval, faultDelayMax, func() bool {
 		return time.Since(holdStart) >= faultDelay && wire.headerTimeouts.Load() > before
-	})
+	}) == nil
 	proxy.Release()
 	fig.held, fig.heldTimeouts = time.Since(holdStart), wire.headerTimeouts.Load()-before
 	if !timedOut {
@@ -327,22 +331,9 @@ func faultHostOf(t *testing.T, rawURL string) string {
 // faultWaitFor polls cond until it holds, and fails t after timeout.
 func faultWaitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	if !faultPoll(timeout, cond) {
+	if poll.Until(context.Background(), faultPollInterval, timeout, cond) != nil {
 		t.Fatalf("waited %v for %s", timeout, what)
 	}
-}
-
-// faultPoll polls cond every 5ms until it holds or timeout has passed,
-// and reports whether it held.
-func faultPoll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }
 
 // faultWaitInFlight waits until requests are on their way through an open
