@@ -211,7 +211,7 @@ func testEveryWrite(t *testing.T, s *testserver.Server) {
 // competing write just before a chosen request.
 type writeEnv struct {
 	base   *rest.Config
-	wire   *statusCounter
+	wire   *reqcount.Counter
 	client kubernetes.Interface // counted, hooked
 	admin  kubernetes.Interface // neither: the competing writer
 
@@ -220,7 +220,7 @@ type writeEnv struct {
 }
 
 func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
-	w := &writeEnv{base: cfg, wire: &statusCounter{}, hook: map[reqcount.Key]func(){}}
+	w := &writeEnv{base: cfg, wire: &reqcount.Counter{}, hook: map[reqcount.Key]func(){}}
 	counted := w.wire.Config(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -245,6 +245,11 @@ func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
 	return w
 }
 
+// roundTripperFunc is a transport that is a function.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 // before runs f once, just before the next request of verb to resource
 // goes out.
 func (w *writeEnv) before(verb, resource string, f func()) {
@@ -266,9 +271,9 @@ func (w *writeEnv) namespace(t *testing.T, prefix string) string {
 // sent returns the requests of verb to resource answered with code (-1:
 // any) during f.
 func (w *writeEnv) sent(verb, resource string, code int, f func()) int {
-	before := w.wire.count(verb, resource, code)
+	before := w.wire.Outcomes().Status(verb, resource, code)
 	f()
-	return w.wire.count(verb, resource, code) - before
+	return w.wire.Outcomes().Status(verb, resource, code) - before
 }
 
 // requests returns every request of resource's verbs that f sent, as
@@ -276,19 +281,14 @@ func (w *writeEnv) sent(verb, resource string, code int, f func()) int {
 func (w *writeEnv) requests(resource string, f func()) map[string]int {
 	verbs := []string{"get", "create", "update", "patch", "delete"}
 	codes := []int{200, 201, 404, 409}
-	before := map[string]int{}
-	for _, v := range verbs {
-		for _, c := range codes {
-			before[fmt.Sprintf("%s %d", v, c)] = w.wire.count(v, resource, c)
-		}
-	}
+	before := w.wire.Outcomes()
 	f()
+	after := w.wire.Outcomes()
 	out := map[string]int{}
 	for _, v := range verbs {
 		for _, c := range codes {
-			k := fmt.Sprintf("%s %d", v, c)
-			if n := w.wire.count(v, resource, c) - before[k]; n != 0 {
-				out[k] = n
+			if n := after.Status(v, resource, c) - before.Status(v, resource, c); n != 0 {
+				out[fmt.Sprintf("%s %d", v, c)] = n
 			}
 		}
 	}
