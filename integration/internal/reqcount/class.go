@@ -40,6 +40,8 @@ func Classes() []Class {
 	return cs
 }
 
+// String returns the name of c, e.g. "429/5xx", or "Class(N)" for a
+// number that is no Class.
 func (c Class) String() string {
 	if c < None || c >= numClasses {
 		return fmt.Sprintf("Class(%d)", int(c))
