@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/kuberetry/retry"
 )
 
 // largestDuration is the value Step and Jitter saturate at.
@@ -51,15 +50,6 @@ func jitterUpper(d time.Duration, j float64) time.Duration {
 		return largestDuration
 	}
 	return d + extra
-}
-
-// oracleSafe reports whether apimachinery's Step is well defined for b and
-// should give exactly what ours gives: non-negative fields, no jitter (the
-// random part differs), and a product Duration*Factor that fits an int64
-// (beyond it Go's float-to-int conversion is implementation-defined).
-func oracleSafe(b retry.Backoff) bool {
-	return b.Duration >= 0 && b.Factor >= 0 && b.Jitter == 0 && b.Steps >= 0 && b.Cap >= 0 &&
-		float64(b.Duration)*b.Factor < 1<<63
 }
 
 // TestBackoffStepMatchesApimachinery steps a retry.Backoff and the same

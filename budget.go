@@ -61,7 +61,8 @@ type Budget struct {
 	Ratio float64
 	// MinPerSecond is the number of retries allowed per second of Window
 	// whatever Ratio allows, so that a process making few calls can still
-	// retry. It adds up across processes: see the README.
+	// retry. It adds up across processes: N processes, each with its own
+	// Budget, may retry N times as often while the server fails.
 	MinPerSecond float64
 	// Window is how long a first attempt or a retry counts.
 	Window time.Duration

@@ -9,29 +9,16 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/kuberetry/retry"
 )
-
-// t0 is the fake time the budget tests start at.
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// sleepHook is a Sleeper that calls itself: the tests advance a fake clock
-// and interleave other calls while a loop waits.
-type sleepHook func(time.Duration)
-
-func (f sleepHook) Sleep(d time.Duration) { f(d) }
-
-var errDown = apierrors.NewServiceUnavailable("the apiserver is down")
-
-func always(error) bool { return true }
 
 // budgetRun is one loop call on a budget whose fn fails every time: it
 // returns the retries the budget granted (OnRetry calls) and the error.
@@ -779,4 +766,62 @@ func TestBudgetConcurrentLoops(t *testing.T) {
 	t.Logf("%d retries granted, %d refused", grants, refused)
 	assert.Greater(t, grants, 100)
 	assert.Greater(t, refused, 100)
+}
+
+// benchBudget is Finagle's defaults.
+func benchBudget() *retry.Budget {
+	return &retry.Budget{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second}
+}
+
+func TestBudgetAndOnDoneSuccessPathAllocations(t *testing.T) {
+	ok := func() error { return nil }
+	okCtx := func(context.Context) error { return nil }
+	okValue := func(context.Context) (string, error) { return "done", nil }
+	ctx := context.Background()
+	b := benchBudget()
+	var done atomic.Int64
+	onDone := func(retry.DoneEvent) { done.Add(1) }
+
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, ok, retry.WithBudget(b))
+		_ = retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, okCtx, retry.WithBudget(b))
+		_, _ = retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, okValue, retry.WithBudget(b))
+	}), "WithBudget")
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, ok, retry.WithOnDone(onDone))
+		_ = retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, okCtx, retry.WithOnDone(onDone))
+		_, _ = retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, okValue, retry.WithOnDone(onDone))
+	}), "WithOnDone")
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		_ = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, ok, retry.WithBudget(b), retry.WithOnDone(onDone), retry.WithFullJitter())
+	}), "WithBudget, WithOnDone and WithFullJitter")
+	// AllocsPerRun runs each function once more to warm up.
+	assert.Equal(t, int64(3*101+101), done.Load(), "OnDone ran once per call")
+}
+
+func BenchmarkOnErrorSuccessWithBudget(b *testing.B) {
+	b.ReportAllocs()
+	budget := benchBudget()
+	fn := func() error { return nil }
+	for b.Loop() {
+		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn, retry.WithBudget(budget))
+	}
+	if sink != nil {
+		b.Fatal(sink)
+	}
+}
+
+// BenchmarkOnErrorSuccessWithBudgetParallel shares one Budget between
+// GOMAXPROCS goroutines: its mutex is contended.
+func BenchmarkOnErrorSuccessWithBudgetParallel(b *testing.B) {
+	b.ReportAllocs()
+	budget := benchBudget()
+	fn := func() error { return nil }
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn, retry.WithBudget(budget)); err != nil {
+				b.Error(err)
+			}
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
@@ -177,4 +178,42 @@ func (e *contextError) Unwrap() []error {
 		errs = append(errs, e.last)
 	}
 	return errs
+}
+
+// IsApplyConflict reports whether err is a Server-Side Apply conflict: the
+// API error that apierrors.IsConflict finds (the first APIStatus in err's
+// tree, through wrapping and errors.Join) has reason Conflict and a cause
+// of type FieldManagerConflict, because the apply set a field that another
+// field manager owns. Sending the same apply again can never succeed, so
+// [RetryOnConflict], [RetryOnConflictWithContext], [UpdateOnConflict] and
+// [CreateOrUpdate] return it at once instead of retrying it; the caller
+// either drops the field from its apply or forces the apply
+// (metav1.PatchOptions.Force). [IsTransient] is false for it too.
+func IsApplyConflict(err error) bool {
+	// err itself first: errors.As, and the variable its pointer makes
+	// escape, would cost every attempt of a conflict loop an allocation.
+	status, ok := err.(apierrors.APIStatus)
+	if !ok {
+		var wrapped apierrors.APIStatus
+		if !errors.As(err, &wrapped) {
+			return false
+		}
+		status = wrapped
+	}
+	st := status.Status()
+	if st.Reason != metav1.StatusReasonConflict || st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == metav1.CauseTypeFieldManagerConflict {
+			return true
+		}
+	}
+	return false
+}
+
+// isRetriableConflict is the predicate of the conflict loops: a Conflict
+// that another attempt, reading the object afresh, may not meet.
+func isRetriableConflict(err error) bool {
+	return apierrors.IsConflict(err) && !IsApplyConflict(err)
 }

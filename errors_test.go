@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/kuberetry/retry"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // refusedErr dials a loopback port that nobody listens on.
@@ -209,4 +210,83 @@ func TestIsTransient(t *testing.T) {
 			assert.Equal(t, tt.want, retry.IsTransient(err), "%T: %v", err, err)
 		})
 	}
+}
+
+// applyConflict is the error the API server returns for a Server-Side Apply
+// that sets a field another manager owns.
+func applyConflict() error {
+	return apierrors.NewApplyConflict([]metav1.StatusCause{{
+		Type:    metav1.CauseTypeFieldManagerConflict,
+		Message: `conflict with "manager-a": .data.key`,
+		Field:   ".data.key",
+	}}, `Apply failed with 1 conflict: conflict with "manager-a": .data.key`)
+}
+
+func TestIsApplyConflict(t *testing.T) {
+	t.Parallel()
+	staleWithCause := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: 409, Reason: metav1.StatusReasonConflict,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldValueInvalid}}},
+	}}
+	invalidWithCause := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeFieldManagerConflict}}},
+	}}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"apply conflict", applyConflict(), true},
+		{"wrapped", fmt.Errorf("apply: %w", applyConflict()), true},
+		{"joined, first", errors.Join(applyConflict(), conflict(1)), true},
+		{"joined, after another API error", errors.Join(conflict(1), applyConflict()), false},
+		{"stale resourceVersion", conflict(1), false},
+		{"conflict with another cause", staleWithCause, false},
+		{"cause without reason Conflict", invalidWithCause, false},
+		{"not an API error", errors.New("conflict"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, retry.IsApplyConflict(tc.err))
+			if tc.want {
+				assert.True(t, apierrors.IsConflict(tc.err), "apierrors.IsConflict is true too")
+				assert.False(t, retry.IsTransient(tc.err))
+			}
+		})
+	}
+}
+
+func TestApplyConflictNotRetriedUnlikeClientGo(t *testing.T) {
+	t.Parallel()
+	b := retry.DefaultRetry
+	applyErr := applyConflict()
+	apply := func(calls *int) func() error {
+		return func() error { *calls++; return applyErr }
+	}
+
+	var clientGo int
+	wantClientGo := clientGoOnError(wait.Backoff(retry.Backoff{Steps: b.Steps}), apierrors.IsConflict, apply(&clientGo))
+	assert.Equal(t, b.Steps, clientGo, "client-go's RetryOnConflict sends the losing apply Steps times")
+	assert.Same(t, applyErr, wantClientGo)
+
+	var plain, withCtx int
+	var rec recorder
+	err := retry.RetryOnConflict(b, apply(&plain), retry.WithSleeper(&rec))
+	assert.Same(t, applyErr, err, "returned as it is")
+	assert.Equal(t, 1, plain, "RetryOnConflict sends it once")
+	err = retry.RetryOnConflictWithContext(context.Background(), b, func(context.Context) error { return apply(&withCtx)() }, retry.WithSleeper(&rec))
+	assert.Same(t, applyErr, err)
+	assert.Equal(t, 1, withCtx, "RetryOnConflictWithContext sends it once")
+	assert.Empty(t, rec.waits)
+
+	c := newCalls()
+	update := func(context.Context, *Counter) (*Counter, error) {
+		c.log = append(c.log, "update")
+		return nil, applyErr
+	}
+	_, err = retry.UpdateOnConflict(context.Background(), b, nil, c.get, c.claim("a"), update, retry.WithSleeper(c))
+	assert.Same(t, applyErr, err)
+	assert.Equal(t, []string{"get", "mutate", "update"}, c.log, "UpdateOnConflict does not retry it")
 }

@@ -11,14 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kuberetry/retry"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/kuberetry/retry"
 )
 
 // store holds one object the way an API server does: an update must carry the
@@ -147,119 +144,6 @@ func ExampleParseRetryAfter() {
 	// "Wed, 21 Oct 2015 07:00:00 GMT": 0s true
 	// "+5": 0s false
 	// "1.5": 0s false
-}
-
-// Counter is a small API object for the examples, shaped like every
-// Kubernetes type: TypeMeta, ObjectMeta (which holds the resourceVersion)
-// and its own fields. *Counter is a retry.Object.
-type Counter struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	Count int
-	Owner string
-}
-
-// DeepCopyObject copies c, as the generated deep-copy functions do.
-func (c *Counter) DeepCopyObject() runtime.Object {
-	if c == nil {
-		return nil
-	}
-	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	return &out
-}
-
-// counters keeps Counters the way an API server does: Get returns a copy,
-// and Update must carry the resourceVersion it read, or it fails with a 409
-// Conflict. It counts the requests it serves.
-type counters struct {
-	objs          map[string]*Counter
-	version       int
-	gets, updates int
-	creates       int
-	beforeUpdate  func()  // if set, runs before each update: another writer
-	beforeCreate  func()  // if set, runs before each create: another writer
-	failGets      []error // errors for the next gets, in order
-	loseReply     int     // the number of the update that is applied but whose reply is lost
-}
-
-func newCounters(names ...string) *counters {
-	s := &counters{objs: map[string]*Counter{}}
-	for _, n := range names {
-		s.version++
-		s.objs[n] = &Counter{ObjectMeta: metav1.ObjectMeta{Name: n, ResourceVersion: strconv.Itoa(s.version)}}
-	}
-	return s
-}
-
-var counterResource = schema.GroupResource{Group: "example.com", Resource: "counters"}
-
-func (s *counters) Get(_ context.Context, name string) (*Counter, error) {
-	s.gets++
-	if len(s.failGets) > 0 {
-		err := s.failGets[0]
-		s.failGets = s.failGets[1:]
-		return nil, err
-	}
-	obj, ok := s.objs[name]
-	if !ok {
-		return nil, apierrors.NewNotFound(counterResource, name)
-	}
-	return obj.DeepCopyObject().(*Counter), nil
-}
-
-func (s *counters) Update(_ context.Context, c *Counter) (*Counter, error) {
-	s.updates++
-	if s.beforeUpdate != nil {
-		s.beforeUpdate()
-	}
-	stored, ok := s.objs[c.Name]
-	if !ok {
-		return nil, apierrors.NewNotFound(counterResource, c.Name)
-	}
-	if c.ResourceVersion != stored.ResourceVersion {
-		return nil, apierrors.NewConflict(counterResource, c.Name, errors.New("the object has been modified"))
-	}
-	s.version++
-	stored = c.DeepCopyObject().(*Counter)
-	stored.ResourceVersion = strconv.Itoa(s.version)
-	s.objs[c.Name] = stored
-	if s.updates == s.loseReply {
-		return nil, &url.Error{Op: "Put", URL: "https://apiserver/counters/" + c.Name, Err: io.EOF}
-	}
-	return stored.DeepCopyObject().(*Counter), nil
-}
-
-// Create stores a new Counter, as the API server does: AlreadyExists when
-// the name is taken, and a refusal of an object that carries a
-// resourceVersion.
-func (s *counters) Create(_ context.Context, c *Counter) (*Counter, error) {
-	s.creates++
-	if s.beforeCreate != nil {
-		s.beforeCreate()
-	}
-	if c.ResourceVersion != "" {
-		// The real apiserver answers with a 500 (v1.37).
-		return nil, apierrors.NewInternalError(errors.New("resourceVersion should not be set on objects to be created"))
-	}
-	if _, ok := s.objs[c.Name]; ok {
-		return nil, apierrors.NewAlreadyExists(counterResource, c.Name)
-	}
-	s.version++
-	stored := c.DeepCopyObject().(*Counter)
-	stored.ResourceVersion = strconv.Itoa(s.version)
-	stored.UID = types.UID("uid-" + stored.ResourceVersion)
-	s.objs[c.Name] = stored
-	return stored.DeepCopyObject().(*Counter), nil
-}
-
-// touch is another writer: it changes name behind everyone's back.
-func (s *counters) touch(name string) {
-	s.version++
-	obj := s.objs[name].DeepCopyObject().(*Counter)
-	obj.Count += 100
-	obj.ResourceVersion = strconv.Itoa(s.version)
-	s.objs[name] = obj
 }
 
 func ExampleUpdateOnConflict() {

@@ -1,17 +1,18 @@
 package retry_test
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/kuberetry/retry"
 )
 
 // counted returns a jitter source that hands out vals in order (then the
@@ -205,4 +206,170 @@ func TestWithFullJitterDefaultSource(t *testing.T) {
 	// 0.29/sqrt(n) = 0.014: 0.4 to 0.6 is 7 of them away.
 	mean := sum.Seconds() / n
 	assert.InDelta(t, 0.5, mean, 0.1)
+}
+
+func TestWithRandJitter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    float64
+		want time.Duration
+	}{
+		{"half", 0.5, 1250 * time.Millisecond},
+		{"zero", 0, time.Second},
+		{"negative clamps to 0", -3, time.Second},
+		{"NaN clamps to 0", math.NaN(), time.Second},
+		{"1 clamps below 1", 1, time.Second + time.Duration(math.Nextafter(1, 0)*0.5*float64(time.Second))},
+		{"large clamps below 1", 7, time.Second + time.Duration(math.Nextafter(1, 0)*0.5*float64(time.Second))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recorder
+			b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 1, Jitter: 0.5}
+			err := retry.RetryOnConflict(b, conflicts(3).fn, retry.WithSleeper(&rec), retry.WithRand(func() float64 { return tt.r }))
+			require.True(t, apierrors.IsConflict(err))
+			assert.Equal(t, []time.Duration{tt.want, tt.want}, rec.waits)
+			assert.Less(t, rec.waits[0], 1500*time.Millisecond, "jitter stays below Jitter*Duration")
+		})
+	}
+}
+
+func TestWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	// The server-delay source: each wait is max(Step(), d) when ok, d
+	// negative counting as 0, then WithMaxDelay; the event reports d.
+	delays := map[string]struct {
+		d  time.Duration
+		ok bool
+	}{
+		"cm-1": {3 * time.Second, true},  // longer than the step: wins
+		"cm-2": {time.Second, true},      // shorter: the step wins
+		"cm-3": {-5 * time.Second, true}, // negative counts as 0
+		"cm-4": {time.Hour, false},       // not ok: ignored
+		"cm-5": {10 * time.Minute, true}, // bounded by WithMaxDelay
+	}
+	source := func(err error) (time.Duration, bool) {
+		for name, v := range delays {
+			if strings.Contains(err.Error(), `"`+name+`"`) {
+				return v.d, v.ok
+			}
+		}
+		t.Errorf("no delay for %v", err)
+		return 0, false
+	}
+	b := retry.Backoff{Steps: 6, Duration: 2 * time.Second, Factor: 1}
+	var rec recorder
+	var events []retry.RetryEvent
+	s := conflicts(6)
+	err := retry.OnError(b, apierrors.IsConflict, s.fn, retry.WithSleeper(&rec), retry.WithRetryAfter(source),
+		retry.WithMaxDelay(time.Minute), retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))
+	assert.Same(t, s.errs[5], err)
+	assert.Equal(t, []time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second, time.Minute}, rec.waits)
+	var reported []time.Duration
+	for _, e := range events {
+		reported = append(reported, e.RetryAfter)
+	}
+	assert.Equal(t, []time.Duration{3 * time.Second, time.Second, 0, 0, 10 * time.Minute}, reported)
+}
+
+func TestOnRetryAfterErrorIsOnErrorWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	errs := []error{throttled(3), serverTimeout(1), throttled(1), nil}
+	b := retry.Backoff{Steps: 5, Duration: 2 * time.Second, Factor: 1}
+	onRetryAfter := func(opts ...retry.Option) error {
+		return retry.OnRetryAfterError(b, retry.IsRetryAfterError, (&script{errs: errs}).fn, opts...)
+	}
+	onError := func(opts ...retry.Option) error {
+		return retry.OnError(b, retry.IsRetryAfterError, (&script{errs: errs}).fn, opts...)
+	}
+	var rec recorder
+	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec)))
+	want := rec.waits
+	assert.Equal(t, []time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second}, want, "max(Step, the server's delay)")
+
+	rec = recorder{}
+	require.NoError(t, onError(retry.WithSleeper(&rec), retry.WithRetryAfter(retry.RetryAfter)))
+	assert.Equal(t, want, rec.waits, "OnError with WithRetryAfter(RetryAfter) is OnRetryAfterError")
+
+	rec = recorder{}
+	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec), retry.WithRetryAfter(func(error) (time.Duration, bool) { return 7 * time.Second, true })))
+	assert.Equal(t, []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second}, rec.waits, "a later WithRetryAfter replaces the preset")
+
+	rec = recorder{}
+	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec), retry.WithRetryAfter(func(error) (time.Duration, bool) { return 7 * time.Second, true }), retry.WithRetryAfter(nil)))
+	assert.Equal(t, want, rec.waits, "WithRetryAfter(nil) restores OnRetryAfterError's RetryAfter")
+
+	rec = recorder{}
+	require.NoError(t, onError(retry.WithSleeper(&rec), retry.WithRetryAfter(nil)))
+	assert.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second}, rec.waits, "WithRetryAfter(nil) on OnError: no server delay")
+}
+
+// TestWithRetryAfterCalledWhenNoWaitFollows holds WithRetryAfter's doc: f
+// runs once for each retriable error after which an attempt is left, before
+// ctx and the budget are checked, so also when they end the loop instead of
+// a wait; never after the last allowed attempt.
+func TestWithRetryAfterCalledWhenNoWaitFollows(t *testing.T) {
+	t.Parallel()
+	refusing := &retry.Budget{Window: time.Second, Clock: testingclock.NewFakeClock(t0)} // no retry at all
+	cases := map[string]struct {
+		run       func(ctx context.Context, cancel context.CancelFunc, source retry.Option) error
+		wantCalls int
+		wantErr   error
+	}{
+		"last allowed attempt": {
+			run: func(_ context.Context, _ context.CancelFunc, source retry.Option) error {
+				return retry.OnError(retry.Backoff{Steps: 1}, always, conflicts(1).fn, source)
+			},
+			wantCalls: 0,
+		},
+		"a wait follows": {
+			run: func(_ context.Context, _ context.CancelFunc, source retry.Option) error {
+				return retry.OnError(retry.Backoff{Steps: 2}, always, conflicts(2).fn, source, retry.WithSleeper(&recorder{}))
+			},
+			wantCalls: 1,
+		},
+		"ctx ends the loop": {
+			run: func(ctx context.Context, cancel context.CancelFunc, source retry.Option) error {
+				return retry.OnErrorWithContext(ctx, retry.Backoff{Steps: 3}, always, func(context.Context) error {
+					cancel()
+					return conflict(1)
+				}, source, retry.WithSleeper(&recorder{}))
+			},
+			wantCalls: 1,
+			wantErr:   context.Canceled,
+		},
+		"the wait would outlast the deadline": {
+			run: func(ctx context.Context, _ context.CancelFunc, source retry.Option) error {
+				ctx, cancel := context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+				return retry.OnErrorWithContext(ctx, retry.Backoff{Steps: 3, Duration: 2 * time.Hour}, always,
+					func(context.Context) error { return conflict(1) }, source)
+			},
+			wantCalls: 1,
+			wantErr:   context.DeadlineExceeded,
+		},
+		"a budget refusal": {
+			run: func(_ context.Context, _ context.CancelFunc, source retry.Option) error {
+				return retry.OnError(retry.Backoff{Steps: 3}, always, conflicts(3).fn, source, retry.WithBudget(refusing))
+			},
+			wantCalls: 1,
+			wantErr:   retry.ErrBudgetExhausted,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			calls := 0
+			source := retry.WithRetryAfter(func(error) (time.Duration, bool) { calls++; return 0, false })
+			err := tc.run(ctx, cancel, source)
+			require.Error(t, err)
+			if tc.wantErr != nil {
+				assert.ErrorIs(t, err, tc.wantErr)
+			}
+			assert.Equal(t, tc.wantCalls, calls)
+		})
+	}
 }

@@ -4,116 +4,17 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/kuberetry/retry"
 )
-
-// hooks records what a loop did: its attempts and their errors, through
-// its fn (or get, mutate and update), and its waits, OnRetry and OnDone
-// calls, through the options it returns.
-type hooks struct {
-	succeedAt int // the attempt that succeeds; 0: none
-	calls     int // calls of fn, or of get, mutate, update and create
-	errs      []error
-	waits     []time.Duration
-	retries   int
-	done      []retry.DoneEvent
-	order     []string // "retry" and "done" in the order they came
-}
-
-// attempt is an attempt of a plain fn: a distinct Conflict until succeedAt.
-func (h *hooks) attempt() error {
-	h.calls++
-	if h.calls == h.succeedAt {
-		return nil
-	}
-	err := conflict(len(h.errs) + 1)
-	h.errs = append(h.errs, err)
-	return err
-}
-
-func (h *hooks) options(extra ...retry.Option) []retry.Option {
-	return append([]retry.Option{
-		retry.WithSleeper(sleepHook(func(d time.Duration) { h.waits = append(h.waits, d) })),
-		retry.WithOnRetry(func(retry.RetryEvent) { h.retries++; h.order = append(h.order, "retry") }),
-		retry.WithOnDone(func(e retry.DoneEvent) { h.done = append(h.done, e); h.order = append(h.order, "done") }),
-	}, extra...)
-}
-
-// loopBackoff allows 5 attempts.
-var loopBackoff = retry.Backoff{Steps: 5, Duration: time.Millisecond, Factor: 2}
-
-// everyLoop returns a runner for every loop of the package, each meeting a
-// Conflict on every attempt until h.succeedAt, with h's options and extra
-// ones.
-func everyLoop() map[string]func(h *hooks, extra ...retry.Option) error {
-	ctx := context.Background()
-	// writes is the write loops' store: each update until succeedAt meets
-	// another writer's change.
-	writes := func(h *hooks) (*counters, func(context.Context) (*Counter, error), func(*Counter) error, func(context.Context, *Counter) (*Counter, error)) {
-		api := newCounters("jobs")
-		updates := 0
-		api.beforeUpdate = func() {
-			if updates++; updates != h.succeedAt {
-				api.touch("jobs")
-			}
-		}
-		get := func(ctx context.Context) (*Counter, error) { h.calls++; return api.Get(ctx, "jobs") }
-		mutate := func(c *Counter) error { h.calls++; c.Owner = "a"; return nil }
-		update := func(ctx context.Context, c *Counter) (*Counter, error) {
-			h.calls++
-			obj, err := api.Update(ctx, c)
-			if err != nil {
-				h.errs = append(h.errs, err)
-			}
-			return obj, err
-		}
-		return api, get, mutate, update
-	}
-	return map[string]func(h *hooks, extra ...retry.Option) error{
-		"OnError": func(h *hooks, extra ...retry.Option) error {
-			return retry.OnError(loopBackoff, apierrors.IsConflict, h.attempt, h.options(extra...)...)
-		},
-		"RetryOnConflict": func(h *hooks, extra ...retry.Option) error {
-			return retry.RetryOnConflict(loopBackoff, h.attempt, h.options(extra...)...)
-		},
-		"OnRetryAfterError": func(h *hooks, extra ...retry.Option) error {
-			return retry.OnRetryAfterError(loopBackoff, apierrors.IsConflict, h.attempt, h.options(extra...)...)
-		},
-		"OnErrorWithContext": func(h *hooks, extra ...retry.Option) error {
-			return retry.OnErrorWithContext(ctx, loopBackoff, apierrors.IsConflict, func(context.Context) error { return h.attempt() }, h.options(extra...)...)
-		},
-		"RetryOnConflictWithContext": func(h *hooks, extra ...retry.Option) error {
-			return retry.RetryOnConflictWithContext(ctx, loopBackoff, func(context.Context) error { return h.attempt() }, h.options(extra...)...)
-		},
-		"OnRetryAfterErrorWithContext": func(h *hooks, extra ...retry.Option) error {
-			return retry.OnRetryAfterErrorWithContext(ctx, loopBackoff, apierrors.IsConflict, func(context.Context) error { return h.attempt() }, h.options(extra...)...)
-		},
-		"OnErrorValue": func(h *hooks, extra ...retry.Option) error {
-			_, err := retry.OnErrorValue(ctx, loopBackoff, apierrors.IsConflict, func(context.Context) (int, error) { return 1, h.attempt() }, h.options(extra...)...)
-			return err
-		},
-		"UpdateOnConflict": func(h *hooks, extra ...retry.Option) error {
-			_, get, mutate, update := writes(h)
-			_, err := retry.UpdateOnConflict(ctx, loopBackoff, nil, get, mutate, update, h.options(extra...)...)
-			return err
-		},
-		"CreateOrUpdate": func(h *hooks, extra ...retry.Option) error {
-			api, get, mutate, update := writes(h)
-			create := func(ctx context.Context, c *Counter) (*Counter, error) { h.calls++; return api.Create(ctx, c) }
-			_, _, err := retry.CreateOrUpdate(ctx, loopBackoff, desired(), get, mutate, create, update, h.options(extra...)...)
-			return err
-		},
-	}
-}
 
 // TestWithOnDoneEveryLoop: every loop reports its end once, after its
 // last OnRetry, with the attempts it made and the error it returns.
@@ -530,5 +431,79 @@ func TestWithOnDoneNotCalledOnPanic(t *testing.T) {
 			})
 			assert.Zero(t, done)
 		})
+	}
+}
+
+func TestWithOnRetry(t *testing.T) {
+	t.Parallel()
+	s := &script{errs: []error{conflict(1), throttled(7), conflict(3), nil}}
+	var events []retry.RetryEvent
+	var rec recorder
+	b := retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2}
+	err := retry.OnRetryAfterError(b, func(error) bool { return true }, s.fn,
+		retry.WithSleeper(&rec),
+		retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))
+	require.NoError(t, err)
+	want := []retry.RetryEvent{
+		{Attempt: 1, Err: s.errs[0], Delay: time.Second},
+		{Attempt: 2, Err: s.errs[1], Delay: 7 * time.Second, RetryAfter: 7 * time.Second},
+		{Attempt: 3, Err: s.errs[2], Delay: 4 * time.Second},
+	}
+	assert.Equal(t, want, events)
+	assert.Equal(t, []time.Duration{time.Second, 7 * time.Second, 4 * time.Second}, rec.waits, "each event's Delay is the wait slept")
+}
+
+func TestWithOnRetryNotCalledWithoutAWait(t *testing.T) {
+	t.Parallel()
+	forbidden := errors.New("forbidden")
+	for name, errs := range map[string][]error{
+		"success":       {nil},
+		"non-retriable": {forbidden},
+		"last attempt":  {conflict(1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			called := 0
+			var rec recorder
+			_ = retry.RetryOnConflict(retry.Backoff{Steps: 1}, (&script{errs: errs}).fn,
+				retry.WithSleeper(&rec), retry.WithOnRetry(func(retry.RetryEvent) { called++ }))
+			assert.Zero(t, called)
+			assert.Empty(t, rec.waits)
+		})
+	}
+}
+
+func BenchmarkOnErrorSuccessWithOnDone(b *testing.B) {
+	b.ReportAllocs()
+	var done atomic.Int64
+	onDone := func(retry.DoneEvent) { done.Add(1) }
+	fn := func() error { return nil }
+	calls := int64(0)
+	for b.Loop() {
+		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn, retry.WithOnDone(onDone))
+		calls++
+	}
+	if sink != nil || done.Load() != calls {
+		b.Fatalf("got %v and %d events for %d calls", sink, done.Load(), calls)
+	}
+}
+
+func BenchmarkOnErrorSuccessWithOnDoneParallel(b *testing.B) {
+	b.ReportAllocs()
+	var done, calls atomic.Int64
+	onDone := func(retry.DoneEvent) { done.Add(1) }
+	fn := func() error { return nil }
+	b.RunParallel(func(pb *testing.PB) {
+		n := int64(0)
+		for pb.Next() {
+			if err := retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn, retry.WithOnDone(onDone)); err != nil {
+				b.Error(err)
+			}
+			n++
+		}
+		calls.Add(n)
+	})
+	if done.Load() != calls.Load() {
+		b.Fatalf("%d events for %d calls", done.Load(), calls.Load())
 	}
 }

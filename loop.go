@@ -1,0 +1,150 @@
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// attemptFunc is fn in one of three shapes, one set. The plain loops pass
+// theirs as it is, which saves the call through an adapter on every
+// attempt. A write loop's attempt judges its own error (write), because
+// whether it may pass on another attempt depends on which step failed:
+// update's Conflict is retried, the same Conflict from get or mutate is
+// not.
+type attemptFunc struct {
+	plain   func() error
+	withCtx func(context.Context) error
+	write   func(context.Context) (retry bool, err error)
+}
+
+// loopContext is the loop's ctx with its Done channel read once. A nil
+// channel means ctx can never be done (the plain loops have no ctx at all,
+// and context.Background is never done), so every check is skipped.
+type loopContext struct {
+	ctx  context.Context // nil for the plain loops, or when the caller passed nil
+	done <-chan struct{}
+}
+
+func newLoopContext(ctx context.Context) loopContext {
+	if ctx == nil {
+		return loopContext{}
+	}
+	return loopContext{ctx: ctx, done: ctx.Done()}
+}
+
+// ended reports whether ctx is done; a ctx that can never be done is not
+// asked.
+func (c loopContext) ended() bool {
+	return c.done != nil && c.ctx.Err() != nil
+}
+
+// run is the one loop behind every exported loop. retriable judges fn's
+// errors (nil for a write attempt, which judges its own). retryAfter is the loop's
+// default server-delay source (nil for none), which [WithRetryAfter]
+// replaces.
+func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter func(error) (time.Duration, bool), opts []Option) error {
+	switch {
+	case fn.plain == nil && fn.withCtx == nil && fn.write == nil:
+		return errNilFn
+	case fn.plain == nil && c.ctx == nil:
+		return errNilContext
+	case retriable == nil && fn.write == nil:
+		return errNilRetriable
+	}
+	if !b.valid() {
+		return b.invalid()
+	}
+	o := options{retryAfter: retryAfter}
+	if len(opts) > 0 {
+		o.apply(opts, retryAfter)
+		if o.budgetSet {
+			if err := o.budget.Validate(); err != nil {
+				return err
+			}
+		}
+	}
+
+	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		if c.ended() {
+			return o.done(attempt-1, newContextError(c.ctx, attempt-1, lastErr), false)
+		}
+		if attempt == 1 && o.budget != nil {
+			o.budget.deposit()
+		}
+		var err error
+		var retry bool
+		switch {
+		case fn.plain != nil:
+			err = fn.plain()
+			retry = err != nil && retriable(err)
+		case fn.withCtx != nil:
+			err = fn.withCtx(c.ctx)
+			retry = err != nil && retriable(err)
+		default:
+			retry, err = fn.write(c.ctx)
+		}
+		if !retry {
+			return o.done(attempt, err, false)
+		}
+		lastErr = err
+		if attempt >= steps {
+			return o.done(attempt, err, true)
+		}
+
+		d := b.step(o.rand)
+		final := b.Steps == 0 && !o.continueAtCap // the step reached Cap
+		if o.fullJitter {
+			d = scaleFloat(draw(o.rand) * float64(d))
+		}
+		var serverDelay time.Duration
+		if o.retryAfter != nil {
+			if sd, ok := o.retryAfter(err); ok {
+				serverDelay = max(sd, 0)
+				d = max(d, serverDelay)
+			}
+		}
+		if o.maxDelay > 0 {
+			d = min(d, o.maxDelay)
+		}
+
+		if c.done != nil {
+			if cerr := o.contextEnds(c.ctx, attempt, err, d); cerr != nil {
+				return o.done(attempt, cerr, false)
+			}
+		}
+		if !final && o.budget != nil && !o.budget.withdraw() {
+			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
+		}
+		if o.onRetry != nil {
+			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay, Final: final})
+		}
+		o.sleep(c.done, d)
+		if final {
+			if c.ended() {
+				return o.done(attempt, newContextError(c.ctx, attempt, err), false)
+			}
+			return o.done(attempt, err, true)
+		}
+	}
+}
+
+// contextEnds returns the error that ends the loop instead of a wait of d
+// after attempt failed with last: ctx's own when ctx is done, or, for the
+// default sleeper, one matching DeadlineExceeded when the wait would end
+// after ctx's deadline, since the loop would then fail anyway. It is kept
+// apart from run so that the plain loops pay nothing for it.
+func (o *options) contextEnds(ctx context.Context, attempt int, last error, d time.Duration) error {
+	if ctx.Err() != nil {
+		return newContextError(ctx, attempt, last)
+	}
+	if o.sleeper == nil {
+		// A deadline just passed can still be unknown to ctx; d of 0 then
+		// outlasts it too.
+		if deadline, ok := ctx.Deadline(); ok && d > time.Until(deadline) {
+			return newDeadlineError(attempt, last, d)
+		}
+	}
+	return nil
+}
