@@ -54,11 +54,13 @@ var (
 // A net/http or net timeout answers errors.Is(err, context.DeadlineExceeded)
 // with true too, but it is the timeout of one request, not the caller's, so
 // it counts as transient. client-go, though, enforces rest.Config.Timeout
-// with a context of each request, which expires as context.DeadlineExceeded
-// itself and so cannot be told from the caller's own deadline: IsTransient
-// is false for it. To retry a request that a stalled server never answers,
-// bound it with the transport's ResponseHeaderTimeout, or bound each
-// attempt with [WithAttemptTimeout].
+// twice, with a context of each request and with http.Client.Timeout, and
+// the two race: a request through a stalled apiserver came back either as
+// context.DeadlineExceeded itself, which cannot be told from the caller's
+// own deadline and for which IsTransient is false, or as net/http's
+// "Client.Timeout exceeded", for which it is true. To retry a request that
+// a stalled server never answers, bound it with the transport's
+// ResponseHeaderTimeout, or bound each attempt with [WithAttemptTimeout].
 //
 // The caller's own deadline, met while dialling, comes back as net's "i/o
 // timeout" and counts as transient; a context loop then ends on its ctx

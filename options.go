@@ -154,10 +154,10 @@ func WithBudget(b *Budget) Option {
 // ends the loop as before. On exhaustion the last attempt's error is
 // returned.
 //
-// This bounds a request that a stalled server never answers. client-go's
-// rest.Config.Timeout cannot: it expires as context.DeadlineExceeded itself,
-// which no predicate can tell from the caller's own deadline ([IsTransient]
-// is false for it).
+// This bounds a request that a stalled server never answers, and retries
+// it. client-go's rest.Config.Timeout bounds it but cannot make it retried
+// reliably: it often expires as context.DeadlineExceeded itself, which no
+// predicate can tell from the caller's own deadline (see [IsTransient]).
 //
 // d of 0 means no attempt timeout. A negative d makes the loop return an
 // error at once, calling nothing, and so does a positive d given to a loop
