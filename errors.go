@@ -35,19 +35,32 @@ var (
 //     client conn could not be established", the server's graceful GOAWAY
 //     and the like);
 //   - a net.Error whose Timeout() is true, such as the transport's
-//     ResponseHeaderTimeout or a net/http Client.Timeout.
+//     ResponseHeaderTimeout or a net/http Client.Timeout;
+//   - a Conflict whose status details name the kind resourcequotas of the
+//     core group: the ResourceQuota admission of a kube-apiserver lost a
+//     race to update the namespace's quota status, which on an HA control
+//     plane (several kube-apiservers on one etcd) refuses a create or
+//     update that is not the quota's, kubernetes/kubernetes#67761. The
+//     same request may not meet it again. Where the request itself writes
+//     a ResourceQuota, such a Conflict is an ordinary stale one, which
+//     only a fresh read can mend: around a write of ResourceQuotas use
+//     [RetryOnConflictWithContext] or [UpdateOnConflict] rather than
+//     IsTransient.
 //
-// It is false for nil, for a Conflict and every other 4xx, and for the
+// It is false for nil, for every other Conflict and every other 4xx, and for the
 // context package's own errors, context.Canceled and
 // context.DeadlineExceeded, wrapped too (a url.Error included): the caller
 // gave up, and another attempt under the same context would fail as well.
 // A net/http or net timeout answers errors.Is(err, context.DeadlineExceeded)
 // with true too, but it is the timeout of one request, not the caller's, so
 // it counts as transient. client-go, though, enforces rest.Config.Timeout
-// with a context of each request, which expires as context.DeadlineExceeded
-// itself and so cannot be told from the caller's own deadline: IsTransient
-// is false for it. To retry a request that a stalled server never answers,
-// bound it with the transport's ResponseHeaderTimeout.
+// twice, with a context of each request and with http.Client.Timeout, and
+// the two race: a request through a stalled apiserver came back either as
+// context.DeadlineExceeded itself, which cannot be told from the caller's
+// own deadline and for which IsTransient is false, or as net/http's
+// "Client.Timeout exceeded", for which it is true. To retry a request that
+// a stalled server never answers, bound it with the transport's
+// ResponseHeaderTimeout, or bound each attempt with [WithAttemptTimeout].
 //
 // The caller's own deadline, met while dialling, comes back as net's "i/o
 // timeout" and counts as transient; a context loop then ends on its ctx
@@ -64,9 +77,11 @@ func IsTransient(err error) bool {
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		code := int(status.Status().Code)
+		st := status.Status()
+		code := int(st.Code)
 		return code == http.StatusTooManyRequests ||
-			code >= 500 && code <= 599 && code != http.StatusNotImplemented
+			code >= 500 && code <= 599 && code != http.StatusNotImplemented ||
+			isQuotaConflict(st)
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
@@ -75,6 +90,16 @@ func IsTransient(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// isQuotaConflict reports whether st is a Conflict on a ResourceQuota:
+// what the quota admission returns when its update of the quota's status
+// met another kube-apiserver's.
+func isQuotaConflict(st metav1.Status) bool {
+	// As apierrors.IsConflict: the reason, or a 409 that gives none (not
+	// an AlreadyExists).
+	return (st.Reason == metav1.StatusReasonConflict || st.Reason == "" && st.Code == http.StatusConflict) &&
+		st.Details != nil && st.Details.Kind == "resourcequotas" && st.Details.Group == ""
 }
 
 // isHTTP2ConnError reports whether msg is one of net/http's errors for an

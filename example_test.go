@@ -553,3 +553,128 @@ func ExampleWithOnDone() {
 	// context: attempts 0
 	// map[context:1 exhausted:1 rejected:1 success:1]
 }
+
+func ExampleUpdate() {
+	// cms stands for a client-go typed client, such as
+	// client.CoreV1().ConfigMaps(ns): Update takes its Get and Update.
+	ctx := context.Background()
+	cms := newCounterClient("jobs")
+	claim := func(c *Counter) error { c.Owner = "controller-a"; return nil }
+
+	// A built object names the one to change: Update reads it first, and
+	// never writes it blind over the stored one.
+	obj, err := retry.Update(ctx, retry.DefaultRetry, cms, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}}, claim)
+	fmt.Printf("err %v, owner %q, resourceVersion %s; requests %v\n", err, obj.Owner, obj.ResourceVersion, cms.log)
+
+	// The object it returned is a stored copy, as an informer's lister
+	// holds one: the next change is written without a read.
+	cms.log = nil
+	obj, err = retry.Update(ctx, retry.DefaultRetry, cms, obj, func(c *Counter) error { c.Count = 3; return nil })
+	fmt.Printf("err %v, count %d, resourceVersion %s; requests %v\n", err, obj.Count, obj.ResourceVersion, cms.log)
+	// Output:
+	// err <nil>, owner "controller-a", resourceVersion 2; requests [get update]
+	// err <nil>, count 3, resourceVersion 3; requests [update]
+}
+
+func ExampleUpdateStatus() {
+	// A kind with a status subresource: UpdateStatus writes the status and
+	// the server keeps everything else as stored.
+	ctx := context.Background()
+	deps := newCounterClient("jobs")
+	obj, err := retry.UpdateStatus(ctx, retry.DefaultRetry, deps, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
+		func(c *Counter) error { c.Status = "Ready"; return nil })
+	fmt.Printf("err %v, status %q; requests %v\n", err, obj.Status, deps.log)
+	// Output:
+	// err <nil>, status "Ready"; requests [get updateStatus]
+}
+
+func ExampleEnsure() {
+	// The object does not exist yet, and on this HA control plane another
+	// kube-apiserver's quota admission wins the race for the namespace's
+	// ResourceQuota: the first create is refused with a Conflict that is
+	// not the object's own. Ensure retries it.
+	ctx := context.Background()
+	cms := newCounterClient()
+	cms.api.failCreates = []error{quotaConflict()}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []retry.Option{
+		retry.WithSleeper(clk),
+		retry.WithRand(func() float64 { return 0 }),
+		retry.WithOnRetry(func(e retry.RetryEvent) { fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, e.Err, e.Delay) }),
+	}
+	desired := &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Labels: map[string]string{"app": "jobs"}}}
+	claim := func(c *Counter) error { c.Owner = "controller-a"; return nil }
+
+	obj, result, err := retry.Ensure(ctx, retry.DefaultRetry, cms, desired, claim, opts...)
+	fmt.Printf("%s, err %v: owner %q, labels %v; requests %v\n", result, err, obj.Owner, obj.Labels, cms.log)
+
+	// Again with the object it returned, as from a cache: nothing to do,
+	// nothing sent.
+	cms.log = nil
+	_, result, err = retry.Ensure(ctx, retry.DefaultRetry, cms, obj, claim, opts...)
+	fmt.Printf("%s, err %v; requests %v\n", result, err, cms.log)
+	// Output:
+	// attempt 1: Operation cannot be fulfilled on resourcequotas "quota": the object has been modified; please apply your changes to the latest version and try again; waiting 10ms
+	// created, err <nil>: owner "controller-a", labels map[app:jobs]; requests [get create get create]
+	// unchanged, err <nil>; requests []
+}
+
+func ExamplePatch() {
+	// Patch sends what mutate changed, locked to the version read: the
+	// stored count, which mutate leaves alone, is not in the patch.
+	ctx := context.Background()
+	cms := newCounterClient("jobs")
+	cms.api.objs["jobs"].Count = 7
+	obj, err := retry.Patch(ctx, retry.DefaultRetry, cms, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
+		func(c *Counter) error { c.Owner = "controller-a"; return nil })
+	fmt.Printf("err %v, owner %q, count %d; requests %v\n", err, obj.Owner, obj.Count, cms.log)
+	fmt.Printf("%s patch: %s\n", cms.patchTypes[0], cms.api.lastPatch)
+	// Output:
+	// err <nil>, owner "controller-a", count 7; requests [get patch]
+	// application/merge-patch+json patch: {"metadata":{"resourceVersion":"1"},"owner":"controller-a"}
+}
+
+func ExamplePatchOnConflict() {
+	// Another writer changes the object between the read and the patch:
+	// the server refuses the patch locked to the version read, the retry
+	// reads afresh and patches that version.
+	ctx := context.Background()
+	api := newCounters("jobs")
+	api.beforePatch = func() {
+		if api.patches == 1 {
+			api.touch("jobs")
+		}
+	}
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	patch := func(ctx context.Context, c *Counter, data []byte) (*Counter, error) {
+		fmt.Printf("patch %s\n", data)
+		return api.Patch(ctx, c.Name, data)
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obj, err := retry.PatchOnConflict(ctx, retry.DefaultRetry, nil, get,
+		func(c *Counter) error { c.Owner = "controller-a"; return nil }, patch, retry.WithSleeper(clk))
+	fmt.Printf("err %v, owner %q, count %d (the other writer's); requests: %d get, %d patch\n", err, obj.Owner, obj.Count, api.gets, api.patches)
+	// Output:
+	// patch {"metadata":{"resourceVersion":"1"},"owner":"controller-a"}
+	// patch {"metadata":{"resourceVersion":"2"},"owner":"controller-a"}
+	// err <nil>, owner "controller-a", count 100 (the other writer's); requests: 2 get, 2 patch
+}
+
+func ExampleWithAttemptTimeout() {
+	// The server never answers the first read. Its attempt ends at its own
+	// deadline and is retried, although an update loop retries no error of
+	// a read otherwise; the caller's ctx has no deadline at all.
+	ctx := context.Background()
+	cms := newCounterClient("jobs")
+	cms.stall = "get"
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obj, err := retry.Update(ctx, retry.DefaultRetry, cms, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
+		func(c *Counter) error { c.Owner = "controller-a"; return nil },
+		retry.WithAttemptTimeout(time.Millisecond), // a few seconds against a real server
+		retry.WithSleeper(clk), retry.WithRand(func() float64 { return 0 }),
+		retry.WithOnRetry(func(e retry.RetryEvent) { fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, e.Err, e.Delay) }))
+	fmt.Printf("err %v, owner %q; requests %v\n", err, obj.Owner, cms.log)
+	// Output:
+	// attempt 1: context deadline exceeded; waiting 10ms
+	// err <nil>, owner "controller-a"; requests [get get update]
+}

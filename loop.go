@@ -2,6 +2,8 @@ package retry
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 )
 
@@ -57,10 +59,8 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 	o := options{retryAfter: retryAfter}
 	if len(opts) > 0 {
 		o.apply(opts, retryAfter)
-		if o.budgetSet {
-			if err := o.budget.Validate(); err != nil {
-				return err
-			}
+		if err := o.validate(fn.plain != nil); err != nil {
+			return err
 		}
 	}
 
@@ -79,7 +79,9 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		case fn.plain != nil:
 			err = fn.plain()
 			retry = err != nil && retriable(err)
-		case fn.withCtx != nil:
+		case o.attemptTimeout > 0:
+			retry, err = o.timedAttempt(c.ctx, fn, retriable)
+		case fn.withCtx != nil: // fn.call's cases, inline on the hot path
 			err = fn.withCtx(c.ctx)
 			retry = err != nil && retriable(err)
 		default:
@@ -128,6 +130,44 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 			return o.done(attempt, err, true)
 		}
 	}
+}
+
+// call makes one attempt of a loop under a context, ctx passed to fn, and
+// reports fn's error and whether another attempt may follow it. run makes
+// the same calls inline when there is no attempt timeout.
+func (fn attemptFunc) call(ctx context.Context, retriable func(error) bool) (retry bool, err error) {
+	if fn.withCtx != nil {
+		err = fn.withCtx(ctx)
+		return err != nil && retriable(err), err
+	}
+	return fn.write(ctx)
+}
+
+// errAttemptTimeout is the cause of an attempt's context that its own
+// deadline ended (context.Cause tells it from the loop's).
+var errAttemptTimeout = errors.New("retry: the attempt's own deadline (WithAttemptTimeout) passed")
+
+// timedAttempt is fn.call under the attempt's own deadline
+// ([WithAttemptTimeout]): an attempt that ran out of its own time may be
+// followed by another whatever the predicate says.
+func (o *options) timedAttempt(ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry bool, err error) {
+	attemptCtx, cancel := context.WithTimeoutCause(ctx, o.attemptTimeout, errAttemptTimeout)
+	defer cancel() // also when fn panics
+	retry, err = fn.call(attemptCtx, retriable)
+	return retry || attemptTimedOut(ctx, attemptCtx, err), err
+}
+
+// attemptTimedOut reports whether an attempt that failed with err ran out
+// of its own time: err is a timeout, the attempt's own deadline ended its
+// context, and the loop's context lives on.
+func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
+	// The attempt's cause is read first: a loop's context that ends passes
+	// its own cause to the attempt's only after it is done itself.
+	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil {
+		return false
+	}
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // contextEnds returns the error that ends the loop instead of a wait of d

@@ -303,8 +303,17 @@ func wantRequests(t *testing.T, what string, got, want map[string]int) {
 }
 
 func testQuickStart(t *testing.T, w *writeEnv) {
-	ctx := t.Context()
 	ns := w.namespace(t, "quickstart-")
+	createdThenUnchanged(t, w, "quick start", func() (*corev1.ConfigMap, retry.Result, error) {
+		return quickStart(t.Context(), w.client, ns, "app")
+	})
+}
+
+// createdThenUnchanged calls write twice: the first call must create the
+// ConfigMap with the label example.com/phase=ready (a GET 404, a POST), the
+// second find it so (a GET).
+func createdThenUnchanged(t *testing.T, w *writeEnv, what string, write func() (*corev1.ConfigMap, retry.Result, error)) {
+	t.Helper()
 	for _, want := range []struct {
 		result retry.Result
 		wire   map[string]int
@@ -315,9 +324,9 @@ func testQuickStart(t *testing.T, w *writeEnv) {
 		var cm *corev1.ConfigMap
 		var result retry.Result
 		var err error
-		wantRequests(t, string(want.result), w.requests("configmaps", func() { cm, result, err = quickStart(ctx, w.client, ns, "app") }), want.wire)
+		wantRequests(t, what+", "+string(want.result), w.requests("configmaps", func() { cm, result, err = write() }), want.wire)
 		if err != nil || result != want.result || cm.Labels["example.com/phase"] != "ready" {
-			t.Errorf("quick start: %s, %v, labels %v; want %s and the label", result, err, cm.Labels, want.result)
+			t.Errorf("%s: %s, %v, labels %v; want %s and the label", what, result, err, cm.Labels, want.result)
 		}
 	}
 }
