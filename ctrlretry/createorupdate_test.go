@@ -41,7 +41,7 @@ var pairs = []struct {
 // own tests and a few more.
 type dropInCase struct {
 	name     string
-	existing func() []client.Object
+	existing objects
 	obj      func() client.Object
 	mutate   func(obj client.Object) controllerutil.MutateFn // nil: a nil MutateFn
 	h        hooks
@@ -141,11 +141,7 @@ type dropInOutcome struct {
 
 func runDropIn(t *testing.T, c dropInCase, op operation) dropInOutcome {
 	t.Helper()
-	var existing []client.Object
-	if c.existing != nil {
-		existing = c.existing()
-	}
-	fc := newFake(c.h, existing...)
+	fc := newFake(c.h, c.existing.build()...)
 	obj := c.obj()
 	var f controllerutil.MutateFn
 	if c.mutate != nil {

@@ -105,6 +105,16 @@ func outcome(err error) string {
 	return "error"
 }
 
+// objects builds the objects a fake client starts with; nil builds none.
+type objects func() []client.Object
+
+func (o objects) build() []client.Object {
+	if o == nil {
+		return nil
+	}
+	return o()
+}
+
 // stored returns the object named like obj from c's store, or nil.
 func stored[T client.Object](t *testing.T, c client.Client, obj T, empty T) T {
 	t.Helper()

@@ -83,7 +83,7 @@ func TestRaces(t *testing.T) {
 	cases := []struct {
 		name     string
 		pair     int // index in pairs
-		existing func() []client.Object
+		existing objects
 		h        hooks
 		isErr    func(error) bool // controllerutil's error
 		op       controllerutil.OperationResult
@@ -129,19 +129,13 @@ func TestRaces(t *testing.T) {
 		p := pairs[c.pair]
 		t.Run(p.name+"/"+c.name, func(t *testing.T) {
 			t.Parallel()
-			existing := func() []client.Object {
-				if c.existing == nil {
-					return nil
-				}
-				return c.existing()
-			}
-			fc := newFake(c.h, existing()...)
+			fc := newFake(c.h, c.existing.build()...)
 			obj := seedConfigMap()
 			if _, err := p.original(t.Context(), fc, obj, setK(obj)); !c.isErr(err) {
 				t.Fatalf("controllerutil.%s returned %v: the case races nothing controllerutil returns", p.name, err)
 			}
 
-			fc = newFake(c.h, existing()...)
+			fc = newFake(c.h, c.existing.build()...)
 			obj = seedConfigMap()
 			in := newInstant()
 			op, err := p.retrying(in.option())(t.Context(), fc, obj, setK(obj))

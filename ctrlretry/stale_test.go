@@ -75,7 +75,7 @@ func TestStaleReread(t *testing.T) {
 	conflict := conflictOf("cm")
 	cases := []struct {
 		name     string
-		existing func() []client.Object
+		existing objects
 		h        hooks
 		lag      int
 		backoff  retry.Backoff
@@ -113,11 +113,7 @@ func TestStaleReread(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var existing []client.Object
-			if c.existing != nil {
-				existing = c.existing()
-			}
-			fc := newFake(c.h, existing...)
+			fc := newFake(c.h, c.existing.build()...)
 			r := newLaggingReader(t, fc.under, "cm", c.lag)
 			in := newInstant()
 			opts := []ctrlretry.Option{ctrlretry.WithReader(r), in.option()}
@@ -277,7 +273,7 @@ func TestNotRetried(t *testing.T) {
 	mutateErr := errors.New("mutate failed")
 	cases := []struct {
 		name     string
-		existing func() []client.Object
+		existing objects
 		h        hooks
 		reader   client.Reader
 		f        func(client.Object) controllerutil.MutateFn
@@ -303,11 +299,7 @@ func TestNotRetried(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			var existing []client.Object
-			if c.existing != nil {
-				existing = c.existing()
-			}
-			fc := newFake(c.h, existing...)
+			fc := newFake(c.h, c.existing.build()...)
 			in := newInstant()
 			opts := []ctrlretry.Option{in.option()}
 			if c.reader != nil {
