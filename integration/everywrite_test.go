@@ -208,10 +208,11 @@ func testEveryWrite(t *testing.T, s *testserver.Server) {
 // counted by verb, resource and status, with a hook that can run a
 // competing write just before a chosen request.
 type writeEnv struct {
-	base   *rest.Config
-	wire   *statusCounter
-	client kubernetes.Interface // counted, hooked
-	admin  kubernetes.Interface // neither: the competing writer
+	base    *rest.Config
+	wire    *statusCounter
+	counted *rest.Config         // client's: counted, hooked
+	client  kubernetes.Interface // counted, hooked
+	admin   kubernetes.Interface // neither: the competing writer
 
 	mu   sync.Mutex
 	hook map[reqcount.Key]func() // run once, before the next such request
@@ -233,6 +234,7 @@ func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
 			return rt.RoundTrip(req)
 		})
 	})
+	w.counted = counted
 	var err error
 	if w.client, err = kubernetes.NewForConfig(counted); err != nil {
 		t.Fatal(err)
@@ -269,25 +271,15 @@ func (w *writeEnv) sent(verb, resource string, code int, f func()) int {
 	return w.wire.count(verb, resource, code) - before
 }
 
-// requests returns every request of resource's verbs that f sent, as
+// requests returns every request to resource that f sent, as
 // "verb code" -> count.
 func (w *writeEnv) requests(resource string, f func()) map[string]int {
-	verbs := []string{"get", "create", "update", "patch", "delete"}
-	codes := []int{200, 201, 404, 409}
-	before := map[string]int{}
-	for _, v := range verbs {
-		for _, c := range codes {
-			before[fmt.Sprintf("%s %d", v, c)] = w.wire.count(v, resource, c)
-		}
-	}
+	before := w.wire.of(resource)
 	f()
-	out := map[string]int{}
-	for _, v := range verbs {
-		for _, c := range codes {
-			k := fmt.Sprintf("%s %d", v, c)
-			if n := w.wire.count(v, resource, c) - before[k]; n != 0 {
-				out[k] = n
-			}
+	out := w.wire.of(resource)
+	for k, n := range before {
+		if out[k] -= n; out[k] == 0 {
+			delete(out, k)
 		}
 	}
 	return out

@@ -63,6 +63,20 @@ func (c *statusCounter) count(verb, resource string, code int) int {
 	return n
 }
 
+// of returns the responses to resource as "verb code" -> count, every
+// verb and code.
+func (c *statusCounter) of(resource string) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		if k.Resource == resource {
+			out[fmt.Sprintf("%s %d", k.Verb, k.Code)] += v
+		}
+	}
+	return out
+}
+
 // String lists the counts of resource, e.g. "create 201: 1, create 409: 15".
 func (c *statusCounter) String() string {
 	c.mu.Lock()
