@@ -2,18 +2,30 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/ctrlretry"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -273,6 +285,301 @@ func testControllerutilCases(t *testing.T, s *testserver.Server) {
 	t.Logf("%d cases; Deployment requests of all their calls: controllerutil %v, ctrlretry %v", n, totals["controllerutil"], totals["ctrlretry"])
 }
 
-func testCtrlretryRaces(t *testing.T, s *testserver.Server)          { t.Skip("next") }
-func testCachedWriters(t *testing.T, s *testserver.Server)           { t.Skip("next") }
+// crRace is another writer's move just before one request of the call.
+type crRace struct {
+	name     string
+	op       int  // index in crOperations
+	existing bool // the ConfigMap exists, labelled stored and gone
+	verb     string
+	other    func(ctx context.Context, cms typedConfigMaps) error
+	isErr    func(error) bool // what controllerutil returns
+	want     controllerutil.OperationResult
+	wire     map[string]int // ctrlretry's requests
+	data     map[string]string
+	labels   map[string]string
+}
+
+// typedConfigMaps is the other writer's client.
+type typedConfigMaps interface {
+	Get(context.Context, string, metav1.GetOptions) (*corev1.ConfigMap, error)
+	Create(context.Context, *corev1.ConfigMap, metav1.CreateOptions) (*corev1.ConfigMap, error)
+	Update(context.Context, *corev1.ConfigMap, metav1.UpdateOptions) (*corev1.ConfigMap, error)
+	Delete(context.Context, string, metav1.DeleteOptions) error
+}
+
+func otherCreates(ctx context.Context, cms typedConfigMaps) error {
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"other": "x"}}, metav1.CreateOptions{})
+	return err
+}
+
+// otherUpdates removes the label gone and sets other.
+func otherUpdates(ctx context.Context, cms typedConfigMaps) error {
+	cm, err := cms.Get(ctx, "cm", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	delete(cm.Labels, "gone")
+	cm.Data["other"] = "x"
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	return err
+}
+
+func otherDeletes(ctx context.Context, cms typedConfigMaps) error {
+	return cms.Delete(ctx, "cm", metav1.DeleteOptions{})
+}
+
+var crRaces = []crRace{
+	{name: "another writer creates it first", op: 0, verb: "create", other: otherCreates, isErr: apierrors.IsAlreadyExists,
+		want: controllerutil.OperationResultUpdated, wire: map[string]int{"get 404": 1, "create 409": 1, "get 200": 1, "update 200": 1},
+		data: map[string]string{"other": "x", "k": "v"}},
+	{name: "another writer updates it in between", op: 0, existing: true, verb: "update", other: otherUpdates, isErr: apierrors.IsConflict,
+		want: controllerutil.OperationResultUpdated, wire: map[string]int{"get 200": 2, "update 409": 1, "update 200": 1},
+		data: map[string]string{"other": "x", "k": "v"}, labels: map[string]string{"stored": "yes"}},
+	{name: "another writer deletes it before the update", op: 0, existing: true, verb: "update", other: otherDeletes, isErr: apierrors.IsNotFound,
+		want: controllerutil.OperationResultCreated, wire: map[string]int{"get 200": 1, "update 404": 1, "get 404": 1, "create 201": 1},
+		data: map[string]string{"k": "v"}, labels: map[string]string{"seed": "yes"}},
+	{name: "another writer creates it first", op: 1, verb: "create", other: otherCreates, isErr: apierrors.IsAlreadyExists,
+		want: controllerutil.OperationResultUpdated, wire: map[string]int{"get 404": 1, "create 409": 1, "get 200": 1, "patch 200": 1},
+		data: map[string]string{"other": "x", "k": "v"}},
+	{name: "another writer deletes it before the patch", op: 1, existing: true, verb: "patch", other: otherDeletes, isErr: apierrors.IsNotFound,
+		want: controllerutil.OperationResultCreated, wire: map[string]int{"get 200": 1, "patch 404": 1, "get 404": 1, "create 201": 1},
+		data: map[string]string{"k": "v"}, labels: map[string]string{"seed": "yes"}},
+}
+
+// testCtrlretryRaces makes another writer get in between the read and the
+// write of controllerutil and of ctrlretry, each in a namespace of its
+// own: controllerutil returns the race's error, ctrlretry retries from the
+// caller's obj (labelled seed) and a fresh read, sending the requests
+// listed, and stores what a fresh call would on the store the other writer
+// left: the stored labels after a read (a label the other writer removed
+// does not come back), the caller's after a create (not the first read's,
+// nor its resourceVersion).
+func testCtrlretryRaces(t *testing.T, s *testserver.Server) {
+	w := newWriteEnv(t, s.Config)
+	c, err := client.New(w.counted, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range crRaces {
+		op := crOperations[r.op]
+		t.Run(op.name+"/"+r.name, func(t *testing.T) {
+			ctx := t.Context()
+			call := func(impl crOperation) (string, *corev1.ConfigMap, controllerutil.OperationResult, map[string]int, error) {
+				ns := w.namespace(t, "race-")
+				cms := w.admin.CoreV1().ConfigMaps(ns)
+				if r.existing {
+					if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Labels: map[string]string{"stored": "yes", "gone": "yes"}},
+						Data: map[string]string{"k": "old"}}, metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w.before(r.verb, "configmaps", func() {
+					if err := r.other(ctx, cms); err != nil {
+						t.Errorf("the other writer: %v", err)
+					}
+				})
+				obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm", Labels: map[string]string{"seed": "yes"}}}
+				var res controllerutil.OperationResult
+				var err error
+				wire := w.requests("configmaps", func() {
+					res, err = impl(ctx, c, obj, func() error {
+						if obj.Data == nil {
+							obj.Data = map[string]string{}
+						}
+						obj.Data["k"] = "v"
+						return nil
+					})
+				})
+				return ns, obj, res, wire, err
+			}
+			_, _, _, wire, err := call(op.controllerutil)
+			t.Logf("controllerutil: %v, requests %v", err, wire)
+			if !r.isErr(err) {
+				t.Fatalf("controllerutil returned %v: the case races nothing it returns", err)
+			}
+			ns, obj, res, wire, err := call(op.ctr)
+			t.Logf("ctrlretry: %q, %v, requests %v", res, err, wire)
+			if err != nil || res != r.want {
+				t.Fatalf("ctrlretry returned (%q, %v), want (%q, nil)", res, err, r.want)
+			}
+			if !maps.Equal(wire, r.wire) {
+				t.Errorf("requests %v, want %v", wire, r.wire)
+			}
+			stored, err := w.admin.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(stored.Data, r.data) || !maps.Equal(stored.Labels, r.labels) {
+				t.Errorf("stored data %v, labels %v; want %v, %v", stored.Data, stored.Labels, r.data, r.labels)
+			}
+			if obj.ResourceVersion != stored.ResourceVersion || !maps.Equal(obj.Data, stored.Data) || !maps.Equal(obj.Labels, stored.Labels) {
+				t.Errorf("obj (resourceVersion %s, %v, %v) is not the stored object (%s)", obj.ResourceVersion, obj.Data, obj.Labels, stored.ResourceVersion)
+			}
+		})
+	}
+}
+
+// startCachedManager starts a manager whose cache holds ns, its requests
+// counted by wire, stopped when t ends.
+func startCachedManager(t *testing.T, s *testserver.Server, ns string, wire *statusCounter) manager.Manager {
+	t.Helper()
+	ctrllog.SetLogger(logr.Discard())
+	mgr, err := manager.New(wire.Config(s.Config), manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
+		t.Fatal("the manager's cache did not start")
+	}
+	// The cache starts an informer for a kind at its first read.
+	if err := mgr.GetClient().List(t.Context(), &corev1.ConfigMapList{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+// racingClient is a writer's client: its first Get returns once every
+// writer's first Get has, so that all of them find the object absent and
+// race to create it. It counts its Creates.
+type racingClient struct {
+	client.Client
+	all     *sync.WaitGroup
+	read    bool
+	creates int
+}
+
+func (c *racingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if !c.read {
+		c.read = true
+		c.all.Done()
+		c.all.Wait()
+	}
+	return err
+}
+
+func (c *racingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.creates++
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// testCachedWriters runs two groups of 16 writers at once, each group on
+// one absent ConfigMap through its own manager's cached client (the client
+// a reconciler has), every writer setting the same data, every one finding
+// the object absent (racingClient): ctrlretry.CreateOrUpdate with its
+// default backoff, and controllerutil.CreateOrUpdate. ctrlretry's writers
+// must all return nil, one having created the object and the others found
+// it unchanged, and each must send one create: a NotFound that the cache
+// answers right after the writer's AlreadyExists is stale and waits, it is
+// never sent as another create. controllerutil's errors are counted beside
+// them.
+func testCachedWriters(t *testing.T, s *testserver.Server) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const writers = 16
+	type group struct {
+		name    string
+		ctrl    bool // controllerutil's, else ctrlretry's
+		ns      string
+		wire    statusCounter
+		mgr     manager.Manager
+		clients []*racingClient
+		results []controllerutil.OperationResult
+		errs    []error
+		tries   []int // ctrlretry's attempts per call
+	}
+	groups := []*group{
+		{name: "ctrlretry"},
+		{name: "controllerutil", ctrl: true},
+	}
+	for _, g := range groups {
+		g.ns = createNamespace(t, s, "cached-")
+		g.mgr = startCachedManager(t, s, g.ns, &g.wire)
+		g.results, g.errs, g.tries = make([]controllerutil.OperationResult, writers), make([]error, writers), make([]int, writers)
+		all := &sync.WaitGroup{}
+		all.Add(writers)
+		for range writers {
+			g.clients = append(g.clients, &racingClient{Client: g.mgr.GetClient(), all: all})
+		}
+	}
+	before := make([]map[string]int, len(groups))
+	for i, g := range groups {
+		before[i] = g.wire.of("configmaps") // the informer's list and watch
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		for i, c := range g.clients {
+			wg.Go(func() {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "shared"}}
+				f := func() error { cm.Data = map[string]string{"k": "v"}; return nil }
+				if g.ctrl {
+					g.results[i], g.errs[i] = controllerutil.CreateOrUpdate(ctx, c, cm, f)
+					return
+				}
+				g.results[i], g.errs[i] = ctrlretry.CreateOrUpdate(ctx, c, cm, f,
+					ctrlretry.WithLoopOptions(retry.WithOnDone(func(e retry.DoneEvent) { g.tries[i] = e.Attempts })))
+			})
+		}
+	}
+	wg.Wait()
+
+	for i, g := range groups {
+		results, errs := map[controllerutil.OperationResult]int{}, map[string]int{}
+		for j := range writers {
+			results[g.results[j]]++
+			if err := g.errs[j]; err != nil {
+				errs[string(apierrors.ReasonForError(err))]++
+			}
+		}
+		wire := g.wire.of("configmaps")
+		for k, n := range before[i] {
+			if wire[k] -= n; wire[k] == 0 {
+				delete(wire, k)
+			}
+		}
+		t.Logf("%s: %d writers, results %v, errors by reason %v; requests on the wire %v", g.name, writers, results, errs, wire)
+		if g.ctrl {
+			if errs[string(metav1.StatusReasonAlreadyExists)] != writers-1 {
+				t.Errorf("%s: errors %v, want %d AlreadyExists: the writers did not race", g.name, errs, writers-1)
+			}
+			continue
+		}
+		// A loser's attempts: its create (AlreadyExists), a stale read per
+		// wait the cache lagged, and the read that found the object.
+		attempts := 0
+		for _, n := range g.tries {
+			attempts += n
+		}
+		t.Logf("%s: %d attempts in %d calls: %d stale re-reads (none sent)", g.name, attempts, writers, attempts-writers-(writers-1))
+		if len(errs) > 0 {
+			t.Errorf("%s: errors %v, want none", g.name, errs)
+		}
+		if results[controllerutil.OperationResultCreated] != 1 || results[controllerutil.OperationResultNone] != writers-1 {
+			t.Errorf("%s: results %v, want 1 created, %d unchanged", g.name, results, writers-1)
+		}
+		if wire["create 201"] != 1 || wire["create 409"] != writers-1 || len(wire) != 2 {
+			t.Errorf("%s: requests %v, want one create per writer and nothing else", g.name, wire)
+		}
+		for j, c := range g.clients {
+			if c.creates != 1 {
+				t.Errorf("%s: writer %d sent %d creates, want 1", g.name, j, c.creates)
+			}
+		}
+	}
+}
+
 func testControllerRuntimeGuide(t *testing.T, s *testserver.Server) { t.Skip("next") }
