@@ -9,21 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/ctrlretry"
@@ -419,20 +412,9 @@ func testCtrlretryRaces(t *testing.T, s *testserver.Server) {
 	}
 }
 
-// startCachedManager starts a manager whose cache holds ns, its requests
-// counted by wire, stopped when t ends.
-func startCachedManager(t *testing.T, s *testserver.Server, ns string, wire *statusCounter) manager.Manager {
+// startManager starts mgr, stopped when t ends, and waits for its cache.
+func startManager(t *testing.T, mgr manager.Manager) {
 	t.Helper()
-	ctrllog.SetLogger(logr.Discard())
-	mgr, err := manager.New(wire.Config(s.Config), manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
@@ -445,11 +427,6 @@ func startCachedManager(t *testing.T, s *testserver.Server, ns string, wire *sta
 	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
 		t.Fatal("the manager's cache did not start")
 	}
-	// The cache starts an informer for a kind at its first read.
-	if err := mgr.GetClient().List(t.Context(), &corev1.ConfigMapList{}, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	return mgr
 }
 
 // racingClient is a writer's client: its first Get returns once every
@@ -508,7 +485,12 @@ func testCachedWriters(t *testing.T, s *testserver.Server) {
 	}
 	for _, g := range groups {
 		g.ns = createNamespace(t, s, "cached-")
-		g.mgr = startCachedManager(t, s, g.ns, &g.wire)
+		g.mgr = newManager(t, g.wire.Config(s.Config), g.ns)
+		startManager(t, g.mgr)
+		// The cache starts an informer for a kind at its first read.
+		if err := g.mgr.GetClient().List(ctx, &corev1.ConfigMapList{}, client.InNamespace(g.ns)); err != nil {
+			t.Fatal(err)
+		}
 		g.results, g.errs, g.tries = make([]controllerutil.OperationResult, writers), make([]error, writers), make([]int, writers)
 		all := &sync.WaitGroup{}
 		all.Add(writers)
