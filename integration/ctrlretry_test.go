@@ -563,5 +563,3 @@ func testCachedWriters(t *testing.T, s *testserver.Server) {
 		}
 	}
 }
-
-func testControllerRuntimeGuide(t *testing.T, s *testserver.Server) { t.Skip("next") }
