@@ -12,7 +12,7 @@ import (
 	"github.com/kuberetry/retry"
 )
 
-// CreateOrUpdate is controllerutil.CreateOrUpdate with the races retried:
+// CreateOrUpdate is [controllerutil.CreateOrUpdate] with the races retried:
 // it gets obj by its key, creates it when it is not found, else runs f and
 // updates it when f changed it, and returns what it did. It takes the same
 // arguments (f may be nil, as controllerutil allows) and opts.
@@ -29,7 +29,7 @@ import (
 // AlreadyExists from Create (another writer created it), a Conflict from
 // Create (the ResourceQuota admission's race on an HA control plane) or
 // from Update, and NotFound from Update (deleted meanwhile: the next
-// attempt creates it). An apply conflict (retry.IsApplyConflict) is
+// attempt creates it). An apply conflict ([retry.IsApplyConflict]) is
 // returned at once, as is every other error: of Get, of f, a NotFound from
 // Create (the namespace does not exist).
 //
@@ -46,7 +46,7 @@ import (
 // [retry.OnErrorWithContext]).
 //
 // Every Create clears what a create must not carry, as
-// retry.CreateOrUpdate does: resourceVersion, uid, creationTimestamp,
+// [retry.CreateOrUpdate] does: resourceVersion, uid, creationTimestamp,
 // deletionTimestamp, deletionGracePeriodSeconds, selfLink, generation and
 // managedFields. (controllerutil sends them when obj carries them, and the
 // apiserver refuses a create with a resourceVersion.) An obj that only
@@ -54,13 +54,14 @@ import (
 //
 // A nil c or obj returns an error at once, sending nothing; so do a nil
 // ctx and an invalid backoff. With any error the OperationResult is that of
-// the last attempt, OperationResultNone unless it had written.
+// the last attempt, OperationResultNone unless it had written. Calls may run
+// concurrently, each with an obj of its own, as with controllerutil.
 func CreateOrUpdate(ctx context.Context, c client.Client, obj client.Object,
 	f controllerutil.MutateFn, opts ...Option) (controllerutil.OperationResult, error) {
 	return loop(ctx, "CreateOrUpdate", controllerutil.CreateOrUpdate, c, obj, f, opts)
 }
 
-// CreateOrPatch is controllerutil.CreateOrPatch with the races retried: it
+// CreateOrPatch is [controllerutil.CreateOrPatch] with the races retried: it
 // gets obj by its key, creates it when it is not found, else runs f and
 // sends a merge patch of what f changed outside the status, then one of
 // the status when f changed that, and returns what it did

@@ -156,6 +156,13 @@ func TestLoopOptions(t *testing.T) {
 	})
 }
 
+// valueObject is a client.Object that is not a pointer: nothing can be
+// read into it.
+type valueObject struct{ *corev1.ConfigMap }
+
+// otherCopy is a client.Object whose DeepCopyObject returns a ConfigMap.
+type otherCopy struct{ corev1.ConfigMap }
+
 // TestBadInput: a clear error naming the argument, and nothing called.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
@@ -171,6 +178,10 @@ func TestBadInput(t *testing.T) {
 		{name: "nil c", ctx: context.Background(), obj: seedConfigMap(), want: "retry: ctrlretry.%s: c is nil"},
 		{name: "nil obj", ctx: context.Background(), c: true, want: "retry: ctrlretry.%s: obj is nil"},
 		{name: "typed nil obj", ctx: context.Background(), c: true, obj: nilConfigMap, want: "retry: ctrlretry.%s: obj is a nil *v1.ConfigMap"},
+		{name: "obj not a pointer", ctx: context.Background(), c: true, obj: valueObject{seedConfigMap().(*corev1.ConfigMap)},
+			want: "retry: ctrlretry.%s: obj, a ctrlretry_test.valueObject, is not a pointer"},
+		{name: "obj's copy of another type", ctx: context.Background(), c: true, obj: &otherCopy{},
+			want: "retry: ctrlretry.%s: obj's DeepCopyObject returned a *v1.ConfigMap, not a *ctrlretry_test.otherCopy"},
 		{name: "nil ctx", c: true, obj: seedConfigMap(), want: "retry: ctx is nil"},
 		{name: "invalid backoff", ctx: context.Background(), c: true, obj: seedConfigMap(),
 			opts: []ctrlretry.Option{ctrlretry.WithBackoff(retry.Backoff{Steps: 0})}, want: retry.Backoff{Steps: 0}.Validate().Error()},

@@ -40,7 +40,7 @@ const (
 //     returning the Conflict costs, and without the rate limiter's growing
 //     per-object backoff.
 //   - An apply conflict ([retry.IsApplyConflict]) gives
-//     reconcile.TerminalError(err): the same apply can never succeed, so it
+//     [reconcile.TerminalError](err): the same apply can never succeed, so it
 //     is logged and counted, and not requeued (a change of the object or of
 //     what it watches triggers the next reconcile).
 //   - Anything else is returned as it is, with reconcile.Result{}, for
