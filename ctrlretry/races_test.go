@@ -7,8 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kuberetry/retry/ctrlretry"
 )
 
 // Another writer's moves, each made once through the client underneath,
@@ -162,5 +165,31 @@ func TestRaces(t *testing.T) {
 				t.Errorf("obj is %v, the stored object %v", cm, got)
 			}
 		})
+	}
+}
+
+// TestUnstructuredRetry: the reset copy of an unstructured obj keeps its
+// kind, so the create after a NotFound from the update knows what to
+// create.
+func TestUnstructuredRetry(t *testing.T) {
+	t.Parallel()
+	fc := newFake(hooks{update: otherDeletes}, storedConfigMap()...)
+	obj := unstructuredConfigMap("cm")
+	op, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, func() error {
+		return unstructured.SetNestedField(obj.Object, "v", "data", "k")
+	}, newInstant().option())
+	if err != nil || op != controllerutil.OperationResultCreated {
+		t.Fatalf("returned (%q, %v), want created", op, err)
+	}
+	want := []string{"get ok", "update NotFound", "get NotFound", "create ok"}
+	if calls := fc.Calls(); !reflect.DeepEqual(calls, want) {
+		t.Errorf("calls %s, want %s", join(calls), join(want))
+	}
+	got := stored(t, fc.under, configMap("cm", nil), &corev1.ConfigMap{})
+	if got == nil || !reflect.DeepEqual(got.Data, map[string]string{"k": "v"}) || len(got.Labels) != 0 {
+		t.Errorf("stored %v, want data k=v and no label of the deleted object", got)
+	}
+	if obj.GetKind() != "ConfigMap" || obj.GetResourceVersion() != got.ResourceVersion {
+		t.Errorf("obj has kind %q, resourceVersion %q; want ConfigMap, %q", obj.GetKind(), obj.GetResourceVersion(), got.ResourceVersion)
 	}
 }
