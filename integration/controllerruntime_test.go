@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -274,20 +275,7 @@ func testControllerRuntime(t *testing.T, s *testserver.Server) {
 func startManager(t *testing.T, ctx context.Context, s *testserver.Server, ns, name string, wire *reqcount.Counter,
 	newReconciler func(manager.Manager) reconcile.Reconciler) (stop func() error) {
 	t.Helper()
-	// The manager's log says nothing these tests check; without a logger
-	// controller-runtime complains on standard error after 30s.
-	ctrllog.SetLogger(logr.Discard())
-	mgr, err := manager.New(wire.Config(s.Config), manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		// -count=N builds the same controller again in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := newManager(t, wire.Config(s.Config), ns)
 	if err := builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named(name).Complete(newReconciler(mgr)); err != nil {
 		t.Fatal(err)
 	}
@@ -308,6 +296,27 @@ func startManager(t *testing.T, ctx context.Context, s *testserver.Server, ns, n
 		t.Fatal("the manager's cache did not sync")
 	}
 	return stop
+}
+
+// newManager returns a manager, not started, whose clients use cfg and
+// whose cache holds ns, without leader election, metrics or probes.
+func newManager(t *testing.T, cfg *rest.Config, ns string) manager.Manager {
+	t.Helper()
+	// The manager's log says nothing the tests check; without a logger
+	// controller-runtime complains on standard error after 30s.
+	ctrllog.SetLogger(logr.Discard())
+	mgr, err := manager.New(cfg, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// -count=N builds the same controller again in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
 }
 
 // formatCounts lists c's verbs for resource, e.g. "get 3, update 5".

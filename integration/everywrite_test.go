@@ -209,10 +209,11 @@ func testEveryWrite(t *testing.T, s *testserver.Server) {
 // counted by verb, resource and status, with a hook that can run a
 // competing write just before a chosen request.
 type writeEnv struct {
-	base   *rest.Config
-	wire   *reqcount.Counter
-	client kubernetes.Interface // counted, hooked
-	admin  kubernetes.Interface // neither: the competing writer
+	base    *rest.Config
+	wire    *reqcount.Counter
+	counted *rest.Config         // client's: counted, hooked
+	client  kubernetes.Interface // counted, hooked
+	admin   kubernetes.Interface // neither: the competing writer
 
 	mu   sync.Mutex
 	hook map[reqcount.Key]func() // run once, before the next such request
@@ -234,6 +235,7 @@ func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
 			return rt.RoundTrip(req)
 		})
 	})
+	w.counted = counted
 	var err error
 	if w.client, err = kubernetes.NewForConfig(counted); err != nil {
 		t.Fatal(err)
@@ -275,20 +277,15 @@ func (w *writeEnv) sent(verb, resource string, code int, f func()) int {
 	return w.wire.Outcomes().Status(verb, resource, code) - before
 }
 
-// requests returns every request of resource's verbs that f sent, as
+// requests returns every request to resource that f sent, as
 // "verb code" -> count.
 func (w *writeEnv) requests(resource string, f func()) map[string]int {
-	verbs := []string{"get", "create", "update", "patch", "delete"}
-	codes := []int{200, 201, 404, 409}
-	before := w.wire.Outcomes()
+	before := w.wire.Outcomes().Of(resource)
 	f()
-	after := w.wire.Outcomes()
-	out := map[string]int{}
-	for _, v := range verbs {
-		for _, c := range codes {
-			if n := after.Status(v, resource, c) - before.Status(v, resource, c); n != 0 {
-				out[fmt.Sprintf("%s %d", v, c)] = n
-			}
+	out := w.wire.Outcomes().Of(resource)
+	for k, n := range before {
+		if out[k] -= n; out[k] == 0 {
+			delete(out, k)
 		}
 	}
 	return out

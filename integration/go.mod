@@ -4,7 +4,8 @@ go 1.26.0
 
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/kuberetry/retry v0.0.0
+	github.com/kuberetry/retry v0.4.0
+	github.com/kuberetry/retry/ctrlretry v0.0.0
 	github.com/prometheus/client_golang v1.24.0
 	go.etcd.io/etcd/server/v3 v3.7.0
 	gonum.org/v1/plot v0.17.0
@@ -167,7 +168,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/kuberetry/retry => ../
+replace (
+	github.com/kuberetry/retry => ../
+	github.com/kuberetry/retry/ctrlretry => ../ctrlretry
+)
 
 // k8s.io/kubernetes replaces its staging modules with ./staging/src/...;
 // a module that requires k8s.io/kubernetes must pin each of them itself.

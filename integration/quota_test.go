@@ -16,6 +16,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -84,7 +85,7 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 		}
 	}
 
-	var wires [2]statusCounter
+	var wires [2]reqcount.Counter
 	var cms [2]corev1client.ConfigMapInterface
 	for i, s := range servers {
 		client, err := kubernetes.NewForConfig(wires[i].Config(s.Config))
@@ -169,7 +170,7 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 		plain.conflicts, calls, plain.transient == plain.conflicts,
 		ensure.failed, calls, ensure.retried,
 		createOrUpdate.failed, calls, createOrUpdate.retried,
-		&wires[0], &wires[1])
+		wires[0].Outcomes(), wires[1].Outcomes())
 	for _, e := range firstErrs {
 		t.Error(e)
 	}
@@ -182,7 +183,7 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 	if plain.conflicts+ensure.retried+createOrUpdate.retried == 0 {
 		t.Error("no create met the quota admission's race: the test proves nothing")
 	}
-	onWire := wires[0].count("create", "configmaps", 409) + wires[1].count("create", "configmaps", 409)
+	onWire := wires[0].Outcomes().Status("create", "configmaps", 409) + wires[1].Outcomes().Status("create", "configmaps", 409)
 	if want := plain.conflicts + ensure.retried + createOrUpdate.retried; onWire != want {
 		t.Errorf("%d creates answered 409 on the wire, but the callers met %d", onWire, want)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -131,7 +132,7 @@ func testTypedQuickStart(t *testing.T, s *testserver.Server, w *writeEnv) {
 		t.Errorf("Update: %v, data %v, the cached copy's %v; want mode fast, the cache untouched", err, got.Data, cached.Data)
 	}
 
-	var wire statusCounter
+	var wire reqcount.Counter
 	dyn, err := dynamic.NewForConfig(wire.Config(s.Config))
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +143,8 @@ func testTypedQuickStart(t *testing.T, s *testserver.Server, w *writeEnv) {
 			t.Errorf("dynamic CreateOrUpdate: %s, %v; want %s and the label", result, err, want)
 		}
 	}
-	t.Logf("dynamic CreateOrUpdate, created then unchanged: %s", &wire)
-	if got := wire.String(); got != "create configmaps 201: 1, get configmaps 200: 1, get configmaps 404: 1" {
+	t.Logf("dynamic CreateOrUpdate, created then unchanged: %s", wire.Outcomes())
+	if got := wire.Outcomes().String(); got != "create configmaps 201: 1, get configmaps 200: 1, get configmaps 404: 1" {
 		t.Errorf("dynamic CreateOrUpdate: requests %s", got)
 	}
 }

@@ -99,6 +99,18 @@ func (o Outcomes) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// Of returns the requests to resource as "verb code" -> count, every verb
+// and code.
+func (o Outcomes) Of(resource string) map[string]int {
+	out := map[string]int{}
+	for k, v := range o {
+		if k.Resource == resource {
+			out[fmt.Sprintf("%s %d", k.Verb, k.Code)] += v
+		}
+	}
+	return out
+}
+
 // Counter records the requests that pass through the transports it
 // wraps: it counts them as they are sent (Snapshot) and as they end
 // (Outcomes), keeps the first transport error of each Class, shows the
