@@ -105,7 +105,11 @@ func (r *Result) UnsentFailures() []Call {
 // BudgetDelta returns what the budget counted from the start of phase
 // from to the start of phase to (numPhases: the run's end).
 func (r *Result) BudgetDelta(from, to Phase) retry.BudgetStats {
-	a, b := r.Budget[from], r.Budget[to]
+	return StatsDelta(r.Budget[from], r.Budget[to])
+}
+
+// StatsDelta returns what a budget counted from a to b.
+func StatsDelta(a, b retry.BudgetStats) retry.BudgetStats {
 	return retry.BudgetStats{
 		FirstAttempts: b.FirstAttempts - a.FirstAttempts,
 		Retries:       b.Retries - a.Retries,
