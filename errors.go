@@ -190,9 +190,15 @@ func (e *contextError) Unwrap() []error {
 // either drops the field from its apply or forces the apply
 // (metav1.PatchOptions.Force). [IsTransient] is false for it too.
 func IsApplyConflict(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
+	// err itself first: errors.As, and the variable its pointer makes
+	// escape, would cost every attempt of a conflict loop an allocation.
+	status, ok := err.(apierrors.APIStatus)
+	if !ok {
+		var wrapped apierrors.APIStatus
+		if !errors.As(err, &wrapped) {
+			return false
+		}
+		status = wrapped
 	}
 	st := status.Status()
 	if st.Reason != metav1.StatusReasonConflict || st.Details == nil {

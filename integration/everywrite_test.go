@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +28,9 @@ import (
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
-// The README's section "Every write" shows one function per write a
-// controller makes. Each ```go block of that section is in this file as it
-// is there (TestReadmeEveryWrite checks it), and TestWrites/EveryWrite runs each
+// The guide docs/writes.md shows one function per write a controller
+// makes, in its section "Every write". Each is in this file as it is there
+// (TestGuideGoBlocks checks it), and TestWrites/EveryWrite runs each
 // against the real apiserver.
 
 // setPhase labels a ConfigMap taken from an informer's cache.
@@ -166,7 +165,7 @@ func deleteIfUnused(ctx context.Context, cms corev1client.ConfigMapInterface, na
 }
 
 // quickStart is the README's Quick start, as a function body (one tab
-// deeper, which TestReadmeEveryWrite allows for).
+// deeper, which TestGuideGoBlocks allows for).
 func quickStart(ctx context.Context, client kubernetes.Interface, ns, name string) (*corev1.ConfigMap, retry.Result, error) {
 	cms := client.CoreV1().ConfigMaps(ns)
 	desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
@@ -190,7 +189,7 @@ func quickStart(ctx context.Context, client kubernetes.Interface, ns, name strin
 	return cm, result, err
 }
 
-// testEveryWrite runs each of the README's "Every write" functions against
+// testEveryWrite runs each of the "Every write" functions against
 // the real apiserver and counts what it sends on the wire, and measures the
 // traps that section names.
 func testEveryWrite(t *testing.T, s *testserver.Server) {
@@ -599,88 +598,4 @@ func testDeleteIfUnused(t *testing.T, w *writeEnv) {
 	if err != nil || deleted || !exists("raced") {
 		t.Errorf("raced: deleted %v, %v, still there %v", deleted, err, exists("raced"))
 	}
-}
-
-// TestReadmeEveryWrite fails unless every ```go block of the README's
-// section "Every write" appears, exactly as written there, in this file,
-// whose functions TestWrites/EveryWrite runs; and the Quick start's first block
-// too, one tab deeper (it is quickStart's body).
-func TestReadmeEveryWrite(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	source, err := os.ReadFile("everywrite_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := goBlocks(string(readme), "Every write")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One per write: update, create-or-update, status (and its helper),
-	// merge patch, apply, delete.
-	if len(blocks) < 7 {
-		t.Errorf("the section has %d Go blocks, want at least 7", len(blocks))
-	}
-	for i, b := range blocks {
-		if !strings.Contains(string(source), b) {
-			first, _, _ := strings.Cut(b, "\n")
-			t.Errorf("Go block %d of \"Every write\" (%q) is not in everywrite_test.go as written in the README", i+1, first)
-		}
-	}
-	quick, err := goBlocks(string(readme), "Quick start")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(quick) == 0 || !strings.Contains(string(source), indent(quick[0])) {
-		t.Error("the Quick start's first Go block is not quickStart's body in everywrite_test.go")
-	}
-}
-
-// indent puts a tab before each line of s that is not empty.
-func indent(s string) string {
-	lines := strings.SplitAfter(s, "\n")
-	for i, l := range lines {
-		if strings.TrimSpace(l) != "" {
-			lines[i] = "\t" + l
-		}
-	}
-	return strings.Join(lines, "")
-}
-
-// goBlocks returns the bodies of the ```go blocks of the level-2 section
-// titled title in the Markdown text md, each ending in a newline.
-func goBlocks(md, title string) ([]string, error) {
-	lines := strings.SplitAfter(md, "\n")
-	start := -1
-	for i, l := range lines {
-		if strings.TrimRight(l, "\n") == "## "+title {
-			start = i + 1
-			break
-		}
-	}
-	if start < 0 {
-		return nil, fmt.Errorf("README.md has no section %q", title)
-	}
-	var blocks []string
-	var block *strings.Builder
-	for _, l := range lines[start:] {
-		trimmed := strings.TrimRight(l, "\n")
-		switch {
-		case block == nil && strings.HasPrefix(trimmed, "## "):
-			return blocks, nil
-		case block == nil && trimmed == "```go":
-			block = &strings.Builder{}
-		case block != nil && trimmed == "```":
-			blocks = append(blocks, block.String())
-			block = nil
-		case block != nil:
-			block.WriteString(l)
-		}
-	}
-	if block != nil {
-		return nil, fmt.Errorf("a Go block of %q is not closed", title)
-	}
-	return blocks, nil
 }

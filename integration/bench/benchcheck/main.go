@@ -145,8 +145,8 @@ func check(allocs map[string][]float64, stats map[string]map[string]row) []resul
 	noAllocs("success path 0 allocs/op",
 		benchKey("OnErrorSuccess"), benchKey("RetryOnConflictSuccess"),
 		rootKey("OnErrorSuccess"), rootKey("RetryOnConflictSuccess"))
-	ratio("4-retry zero-wait loop <= 0.5x client-go", "ZeroWaitRetries", 0.5)
-	ratio("Backoff.Step <= 1.0x apimachinery", "BackoffStep", 1.0)
+	ratio("4-retry zero-wait loop <= 0.45x client-go", "ZeroWaitRetries", 0.45)
+	ratio("Backoff.Step <= 0.95x apimachinery", "BackoffStep", 0.95)
 	notSlower("Backoff.Step not significantly slower (benchstat)", "BackoffStep")
 	ratio("RetryAfter <= 1.2x SuggestsClientDelay", "RetryAfter", 1.2)
 	noAllocs("ParseRetryAfter delay-seconds 0 allocs/op",
