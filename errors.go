@@ -59,14 +59,17 @@ var (
 // finds (an increment), which a repeat would apply twice; see
 // [UpdateOnConflict].
 func IsTransient(err error) bool {
+	// An API error itself first: errors.As, and the variable its pointer
+	// makes escape, would cost every failed attempt an allocation.
+	if status, ok := err.(apierrors.APIStatus); ok {
+		return transientCode(status)
+	}
 	if err == nil || errors.Is(err, context.Canceled) || isDeadlineExceeded(err) {
 		return false
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		code := int(status.Status().Code)
-		return code == http.StatusTooManyRequests ||
-			code >= 500 && code <= 599 && code != http.StatusNotImplemented
+		return transientCode(status)
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
@@ -75,6 +78,48 @@ func IsTransient(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// transientCode reports whether status's code is 429 or 5xx other than 501.
+func transientCode(status apierrors.APIStatus) bool {
+	code := int(status.Status().Code)
+	return code == http.StatusTooManyRequests ||
+		code >= 500 && code <= 599 && code != http.StatusNotImplemented
+}
+
+// outcome is what an attempt's result says about the server, for a
+// [Budget]'s hold and for the transport's view of the next attempt.
+type outcome uint8
+
+const (
+	// answered: a success, or an error the server gave that another
+	// attempt would meet as well (a Conflict, a NotFound).
+	answered outcome = iota
+	// failedTransiently: a failure another attempt may not meet.
+	failedTransiently
+	// unanswered: a context ended the attempt first.
+	unanswered
+	// budgetRefused: a Budget refused the attempt or its request, which
+	// so never reached the server.
+	budgetRefused
+)
+
+// judge is the one place that decides whether an attempt that returned
+// err failed transiently: [IsTransient] holds for it. A refusal by a
+// Budget (the transport's, or an inner loop's), and a context's error,
+// say nothing about the server.
+func judge(err error) outcome {
+	switch {
+	case err == nil:
+		return answered
+	case inTree(err, ErrBudgetExhausted):
+		return budgetRefused
+	case IsTransient(err):
+		return failedTransiently
+	case errors.Is(err, context.Canceled) || isDeadlineExceeded(err):
+		return unanswered
+	}
+	return answered
 }
 
 // isHTTP2ConnError reports whether msg is one of net/http's errors for an
@@ -93,9 +138,14 @@ func isHTTP2ConnError(msg string) bool {
 // isDeadlineExceeded reports whether context.DeadlineExceeded itself is in
 // err's tree. Unlike errors.Is, it does not ask the errors' Is methods, by
 // which net/http's and net's timeouts claim to be DeadlineExceeded.
-func isDeadlineExceeded(err error) bool {
+func isDeadlineExceeded(err error) bool { return inTree(err, context.DeadlineExceeded) }
+
+// inTree reports whether target itself is in err's tree, found through
+// Unwrap alone: errors.Is without the Is methods, and cheaper on an error
+// that wraps nothing.
+func inTree(err, target error) bool {
 	for err != nil {
-		if err == context.DeadlineExceeded {
+		if err == target {
 			return true
 		}
 		switch e := err.(type) {
@@ -103,7 +153,7 @@ func isDeadlineExceeded(err error) bool {
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range e.Unwrap() {
-				if isDeadlineExceeded(inner) {
+				if inTree(inner, target) {
 					return true
 				}
 			}

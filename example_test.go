@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kuberetry/retry"
@@ -511,6 +512,80 @@ func ExampleBudget() {
 	// call 3: attempts 1, budget exhausted: true
 	//    retry: retry budget exhausted after 1 attempt, last error: the apiserver is down
 	// call 4: attempts 4, budget exhausted: false
+}
+
+func ExampleBudget_hold() {
+	// With a Hold, the budget also bounds new calls while the server
+	// fails: they wait, and one probe at a time goes through.
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	start := clk.Now()
+	budget := &retry.Budget{Ratio: 0.1, MinPerSecond: 0.1, Window: 10 * time.Second, Hold: 100 * time.Millisecond, Clock: clk}
+	backoff := retry.Backoff{Steps: 3, Duration: 10 * time.Millisecond}
+	down := true
+	update := func(context.Context) error {
+		if down {
+			return apierrors.NewServiceUnavailable("the apiserver is down")
+		}
+		return nil
+	}
+	call := func(ctx context.Context, name string) {
+		err := retry.OnErrorWithContext(ctx, backoff, retry.IsTransient, update,
+			retry.WithBudget(budget), retry.WithSleeper(clk))
+		fmt.Printf("+%v %s: %v\n", clk.Now().Sub(start), name, err)
+	}
+
+	// One retry is granted, the next refused: the hold starts.
+	call(context.Background(), "call 1")
+	// A loop without a context cannot wait: refused at once.
+	err := retry.OnError(backoff, retry.IsTransient, func() error { return update(nil) }, retry.WithBudget(budget))
+	fmt.Printf("+%v call 2: %v\n", clk.Now().Sub(start), err)
+	// A call waits, here until its context ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for clk.Waiters() == 0 { // until call 3 waits
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	call(ctx, "call 3")
+	// Hold after the refusal, a call goes as the probe; it fails.
+	clk.Step(100 * time.Millisecond)
+	call(context.Background(), "call 4")
+
+	// A caller waits; the server comes back; the next probe, 200ms after
+	// the failed one, is the waiting call, and its success ends the hold.
+	var wg sync.WaitGroup
+	wg.Go(func() { call(context.Background(), "call 5") })
+	for clk.Waiters() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	down = false
+	clk.Step(200 * time.Millisecond)
+	wg.Wait()
+	call(context.Background(), "call 6")
+	// Output:
+	// +10ms call 1: retry: retry budget exhausted after 2 attempts, last error: the apiserver is down
+	// +10ms call 2: retry: retry budget exhausted: the budget holds new calls while the server fails, and a call without a context cannot wait
+	// +10ms call 3: retry: retry budget exhausted: the call waited for the budget's hold, until context canceled
+	// +110ms call 4: retry: retry budget exhausted after 1 attempt, last error: the apiserver is down
+	// +310ms call 5: <nil>
+	// +310ms call 6: <nil>
+}
+
+func ExampleBudget_Stats() {
+	// Stats counts what a budget did, for metrics: here a healthy call, a
+	// call whose retry was granted, and one whose retry was refused.
+	budget := &retry.Budget{MinPerSecond: 0.1, Window: 10 * time.Second}
+	backoff := retry.Backoff{Steps: 2}
+	down := apierrors.NewServiceUnavailable("the apiserver is down")
+	_ = retry.OnError(backoff, retry.IsTransient, func() error { return nil }, retry.WithBudget(budget))
+	for range 2 {
+		_ = retry.OnError(backoff, retry.IsTransient, func() error { return down },
+			retry.WithBudget(budget), retry.WithSleeper(noSleep{}))
+	}
+	fmt.Printf("%+v\n", budget.Stats())
+	// Output:
+	// {FirstAttempts:3 Retries:1 Refused:1 Held:0 Probes:0}
 }
 
 func ExampleWithOnDone() {
