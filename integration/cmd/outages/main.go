@@ -15,9 +15,13 @@
 // the fewest requests during the outage or is not back within 0.5s of
 // the best of the others, for some caller.
 //
+// With --budget (repeatable), it runs candidate budgets instead of the
+// peers, beside no budget and NewBudget(), to choose NewBudget()'s
+// defaults from: it prints the table and writes files only to --out.
+//
 // It starts etcd and a kube-apiserver in process, on loopback.
 //
-//	go run ./cmd/outages [--out DIR]
+//	go run ./cmd/outages [--out DIR] [--budget RATIO,MINPERSECOND,WINDOW,HOLD ...]
 package main
 
 import (
@@ -29,9 +33,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/contention"
 	"github.com/kuberetry/retry/integration/internal/outage"
 )
@@ -53,19 +59,31 @@ const backSlack = 500 * time.Millisecond
 func run(ctx context.Context, args []string, stdout io.Writer, p *contention.Progress) error {
 	flags := flag.NewFlagSet("outages", flag.ContinueOnError)
 	out := flags.String("out", "", "directory for outages.csv and outages.png (default: the repository's docs/)")
+	var candidates []outage.Policy
+	flags.Func("budget", "a candidate budget RATIO,MINPERSECOND,WINDOW,HOLD (e.g. 0.1,1,3s,25ms) to run instead of the peers; repeatable", func(v string) error {
+		p, err := parseBudget(v)
+		candidates = append(candidates, p)
+		return err
+	})
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
+	policies := outage.Peers
+	if len(candidates) > 0 {
+		policies = append([]outage.Policy{outage.NoBudget, outage.Ours}, candidates...)
+	}
 	dir := *out
-	if dir == "" {
+	if dir == "" && len(candidates) == 0 {
 		root, err := repoRoot()
 		if err != nil {
 			return err
 		}
 		dir = filepath.Join(root, "docs")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -79,9 +97,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *contention.Pro
 
 	var rs []*outage.Result
 	for _, caller := range outage.Callers {
-		p.Line("caller %s: %d policies side by side, %d workers each", caller, len(outage.Peers), sched.Workers)
-		runs := make([]outage.Run, len(outage.Peers))
-		for i, pol := range outage.Peers {
+		p.Line("caller %s: %d policies side by side, %d workers each", caller, len(policies), sched.Workers)
+		runs := make([]outage.Run, len(policies))
+		for i, pol := range policies {
 			runs[i] = outage.Run{Caller: caller, Policy: pol}
 		}
 		round, err := env.Run(ctx, sched, runs)
@@ -98,14 +116,16 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *contention.Pro
 	if err := outage.WriteTable(stdout, rs); err != nil {
 		return err
 	}
-	csvPath, pngPath := filepath.Join(dir, "outages.csv"), filepath.Join(dir, "outages.png")
-	if err := writeCSV(csvPath, rs); err != nil {
-		return err
+	if dir != "" {
+		csvPath, pngPath := filepath.Join(dir, "outages.csv"), filepath.Join(dir, "outages.png")
+		if err := writeCSV(csvPath, rs); err != nil {
+			return err
+		}
+		if err := drawPlot(pngPath, policies, rs); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s and %s\n", csvPath, pngPath)
 	}
-	if err := drawPlot(pngPath, rs); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nwrote %s and %s\n", csvPath, pngPath)
 	var problems []string
 	for _, r := range rs {
 		for _, problem := range r.Integrity() {
@@ -113,7 +133,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *contention.Pro
 		}
 	}
 	missed := verdicts(stdout, rs)
-	problems = append(problems, missed...)
+	if len(candidates) == 0 {
+		problems = append(problems, missed...)
+	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "\n"))
 	}
@@ -161,6 +183,30 @@ func verdicts(w io.Writer, rs []*outage.Result) []string {
 		}
 	}
 	return missed
+}
+
+// parseBudget parses RATIO,MINPERSECOND,WINDOW,HOLD into a policy of a
+// Budget with those fields on the wire.
+func parseBudget(v string) (outage.Policy, error) {
+	f := strings.Split(v, ",")
+	if len(f) != 4 {
+		return outage.Policy{}, fmt.Errorf("budget %q: want RATIO,MINPERSECOND,WINDOW,HOLD", v)
+	}
+	ratio, err1 := strconv.ParseFloat(f[0], 64)
+	minPer, err2 := strconv.ParseFloat(f[1], 64)
+	window, err3 := time.ParseDuration(f[2])
+	hold, err4 := time.ParseDuration(f[3])
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return outage.Policy{}, fmt.Errorf("budget %q: %w", v, err)
+	}
+	b := retry.Budget{Ratio: ratio, MinPerSecond: minPer, Window: window, Hold: hold}
+	if err := b.Validate(); err != nil {
+		return outage.Policy{}, fmt.Errorf("budget %q: %w", v, err)
+	}
+	return outage.BudgetPolicy(fmt.Sprintf("Ratio %v, MinPerSecond %v, Window %v, Hold %v", ratio, minPer, window, hold),
+		func() *retry.Budget {
+			return &retry.Budget{Ratio: ratio, MinPerSecond: minPer, Window: window, Hold: hold}
+		}), nil
 }
 
 func okWord(ok bool) string {

@@ -73,7 +73,7 @@ func TestOutput(t *testing.T) {
 		}
 	}
 
-	if err := drawPlot(pngPath, rs); err != nil {
+	if err := drawPlot(pngPath, outage.Peers, rs); err != nil {
 		t.Fatal(err)
 	}
 	pf, err := os.Open(pngPath)
@@ -87,6 +87,16 @@ func TestOutput(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 1000 || b.Dy() < 400 {
 		t.Errorf("plot %v, want at least 1000x400", b)
+	}
+
+	if _, err := parseBudget("0.1,1,3s"); err == nil {
+		t.Error("parseBudget of 3 fields: no error")
+	}
+	if _, err := parseBudget("0.1,1,-3s,25ms"); err == nil || !strings.Contains(err.Error(), "Window") {
+		t.Errorf("parseBudget of a negative Window: %v, want Validate's error naming Window", err)
+	}
+	if p, err := parseBudget("0.02,0,1s,200ms"); err != nil || p.Name != "Ratio 0.02, MinPerSecond 0, Window 1s, Hold 200ms" {
+		t.Errorf("parseBudget: %q, %v", p.Name, err)
 	}
 
 	var out bytes.Buffer

@@ -62,8 +62,9 @@ func writeCSV(path string, rs []*outage.Result) error {
 	return f.Close()
 }
 
-// colours tell the policies apart, in the order of outage.Peers: Okabe
-// and Ito's palette for colour-blind readers, NewBudget() in black.
+// colours tell the policies apart, in their order: Okabe and Ito's
+// palette for colour-blind readers; with outage.Peers, NewBudget() in
+// black.
 var colours = []color.Color{
 	color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff},
 	color.RGBA{R: 0x56, G: 0xb4, B: 0xe9, A: 0xff},
@@ -94,9 +95,9 @@ var panels = []panel{
 
 // drawPlot draws the three panels side by side, a group of bars per
 // caller, a bar per policy, into one PNG.
-func drawPlot(path string, rs []*outage.Result) error {
-	if len(outage.Peers) > len(colours) {
-		return fmt.Errorf("%d policies but colours for %d", len(outage.Peers), len(colours))
+func drawPlot(path string, policies []outage.Policy, rs []*outage.Result) error {
+	if len(policies) > len(colours) {
+		return fmt.Errorf("%d policies but colours for %d", len(policies), len(colours))
 	}
 	const width = 15 * vg.Inch
 	const height = 5.5 * vg.Inch
@@ -115,7 +116,7 @@ func drawPlot(path string, rs []*outage.Result) error {
 			names[j] = "(" + c.Short() + ")"
 		}
 		p.NominalX(names...)
-		for k, pol := range outage.Peers {
+		for k, pol := range policies {
 			vals := make(plotter.Values, len(outage.Callers))
 			for j, c := range outage.Callers {
 				for _, r := range rs {
@@ -132,7 +133,7 @@ func drawPlot(path string, rs []*outage.Result) error {
 			}
 			bars.Color = colours[k]
 			bars.LineStyle.Width = vg.Points(0.5)
-			bars.Offset = barWidth * vg.Length(float64(k)-float64(len(outage.Peers)-1)/2)
+			bars.Offset = barWidth * vg.Length(float64(k)-float64(len(policies)-1)/2)
 			p.Add(bars)
 			if i == 0 {
 				p.Legend.Add(pol.Name, bars)

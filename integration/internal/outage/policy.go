@@ -62,19 +62,16 @@ var (
 	NoBudget = Policy{Name: "no budget", new: func() *instance { return &instance{} }}
 	// Ours is NewBudget() on the wire (cfg.Wrap(budget.WrapTransport)):
 	// the caller writes nothing else.
-	Ours = Policy{Name: "NewBudget()", new: func() *instance {
-		b := retry.NewBudget()
-		return &instance{wrap: b.WrapTransport, budget: b}
-	}}
+	Ours = BudgetPolicy("NewBudget()", retry.NewBudget)
 	// NoHold is the third revision's budget: NewBudget()'s Ratio,
 	// MinPerSecond and Window with Hold 0 (first attempts never held),
 	// charged on the wire in the same place as Ours, so that only the
 	// hold differs.
-	NoHold = Policy{Name: "budget, Hold 0", new: func() *instance {
+	NoHold = BudgetPolicy("budget, Hold 0", func() *retry.Budget {
 		b := retry.NewBudget()
 		b.Hold = 0
-		return &instance{wrap: b.WrapTransport, budget: b}
-	}}
+		return b
+	})
 	// GRPC is gRPC's retry throttling (A6) with maxTokens 10 and
 	// tokenRatio 0.1, on the wire: every request's outcome moves the
 	// tokens, and every request of a call after one of its requests failed
@@ -119,6 +116,15 @@ var (
 		}}
 	}}
 )
+
+// BudgetPolicy is a Budget from newBudget (one for each run) on the
+// wire, cfg.Wrap(budget.WrapTransport), and nowhere else.
+func BudgetPolicy(name string, newBudget func() *retry.Budget) Policy {
+	return Policy{Name: name, new: func() *instance {
+		b := newBudget()
+		return &instance{wrap: b.WrapTransport, budget: b}
+	}}
+}
 
 // Peers are the policies side by side, in the order of the table.
 var Peers = []Policy{NoBudget, NoHold, GRPC, FailsafeBudget, FailsafeThrottler, Ours}
