@@ -77,7 +77,8 @@ func checkOursThroughOutage(t *testing.T, rs []*outage.Result, r *outage.Result)
 		}
 	}
 	if d, ok := r.Recovery(); !ok || d > time.Second {
-		t.Errorf("%s: every worker back %s after the outage, want within 1s", name, r.Recovered())
+		t.Errorf("%s: every worker back %s after the outage, want within 1s; the last one's calls around the end:\n%s",
+			name, r.Recovered(), r.LastBack())
 	}
 	if d := r.BudgetDelta(outage.During, outage.After); d.Held == 0 {
 		t.Errorf("%s: no call was held during the outage (budget during it: %+v)", name, d)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/outage"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 )
@@ -45,6 +46,10 @@ func TestOutput(t *testing.T) {
 		fakeRun(outage.LoopQueue, outage.NoBudget.Name, [4]int{0, 100, 180, 300}, ends(0.6)),
 		fakeRun(outage.LoopQueue, outage.Ours.Name, [4]int{0, 100, 104, 230}, ends(1.1)),
 	}
+	// The budget's Stats at the outage's end and at the run's end: 5
+	// retries, 4 refusals (3 of them after the outage), 3 held, 2 probes.
+	rs[1].Budget[outage.After] = retry.BudgetStats{Refused: 1}
+	rs[1].Budget[3] = retry.BudgetStats{Retries: 5, Refused: 4, Held: 3, Probes: 2}
 	dir := t.TempDir()
 	csvPath, pngPath := filepath.Join(dir, "outages.csv"), filepath.Join(dir, "outages.png")
 	if err := writeCSV(csvPath, rs); err != nil {
@@ -61,8 +66,8 @@ func TestOutput(t *testing.T) {
 	}
 	want := [][]string{
 		csvHeader,
-		{"a", "no budget", "80", "1.000", "0", "600", "1.00", "0.60", "0.600", "6", "0", "", "", ""},
-		{"a", "NewBudget()", "4", "0.050", "0", "1100", "1.00", "0.60", "0.600", "6", "0", "0", "0", "0"},
+		{"a", "no budget", "80", "1.000", "0", "600", "1.00", "0.60", "0.600", "6", "0", "", "", "", "", ""},
+		{"a", "NewBudget()", "4", "0.050", "0", "1100", "1.00", "0.60", "0.600", "6", "0", "5", "4", "3", "3", "2"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("CSV rows %v, want %v", rows, want)

@@ -20,7 +20,7 @@ import (
 var csvHeader = []string{
 	"caller", "policy", "requests_outage", "vs_no_budget", "connections_outage", "back_ms",
 	"goodput_before_per_s", "goodput_after_per_s", "goodput_ratio",
-	"calls", "failed_calls", "refused", "held", "probes",
+	"calls", "failed_calls", "retries", "refused", "refused_after", "held", "probes",
 }
 
 func writeCSV(path string, rs []*outage.Result) error {
@@ -42,17 +42,20 @@ func writeCSV(path string, rs []*outage.Result) error {
 				failed++
 			}
 		}
-		refused, held, probes := "", "", ""
+		var budget [5]string
 		if r.HasBudget {
-			d := r.BudgetDelta(outage.Before, 3)
-			refused, held, probes = strconv.FormatUint(d.Refused, 10), strconv.FormatUint(d.Held, 10), strconv.FormatUint(d.Probes, 10)
+			for i, n := range r.BudgetFigures() {
+				budget[i] = strconv.FormatUint(n, 10)
+			}
 		}
-		w.Write([]string{
+		row := []string{
 			r.Caller.Short(), r.Policy, strconv.Itoa(r.OutageRequests()),
 			strconv.FormatFloat(outage.Ratio(rs, r), 'f', 3, 64), strconv.FormatInt(r.OutageConnections(), 10), back,
 			strconv.FormatFloat(before, 'f', 2, 64), strconv.FormatFloat(after, 'f', 2, 64), strconv.FormatFloat(r.GoodputRatio(), 'f', 3, 64),
-			strconv.Itoa(len(r.Calls)), strconv.Itoa(failed), refused, held, probes,
-		})
+			strconv.Itoa(len(r.Calls)), strconv.Itoa(failed),
+		}
+		row = append(row, budget[:]...)
+		w.Write(row)
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

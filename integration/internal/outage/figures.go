@@ -64,6 +64,37 @@ func (r *Result) NextCalls() (next []Call, ok []bool) {
 	return next, ok
 }
 
+// LastBack describes the calls of the worker that came back last (or
+// never), from 2s before the outage's end: what kept it.
+func (r *Result) LastBack() string {
+	last, worst := -1, time.Duration(-1)
+	back := make([]time.Duration, r.Sched.Workers)
+	for w := range back {
+		back[w] = -1
+	}
+	for _, c := range r.Calls {
+		if c.End >= r.outageEnd() && c.Err == nil && (back[c.Worker] < 0 || c.End < back[c.Worker]) {
+			back[c.Worker] = c.End
+		}
+	}
+	for w, t := range back {
+		if t < 0 {
+			t = time.Duration(1 << 62)
+		}
+		if t > worst {
+			last, worst = w, t
+		}
+	}
+	var b strings.Builder
+	for _, c := range r.Calls {
+		if c.Worker == last && c.End >= r.outageEnd()-2*time.Second && (worst < 0 || c.Start <= worst) {
+			fmt.Fprintf(&b, "worker %d call %s: %v to %v after the outage's end, sent %v, err %v\n", c.Worker, c.Key(),
+				(c.Start - r.outageEnd()).Round(time.Millisecond), (c.End - r.outageEnd()).Round(time.Millisecond), c.Sent, c.Err)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // Goodput returns the successful calls per second in the healthy phase
 // before the outage and in the GoodputWindow after it, each counted by
 // when the call returned.
@@ -106,6 +137,14 @@ func (r *Result) UnsentFailures() []Call {
 // from to the start of phase to (numPhases: the run's end).
 func (r *Result) BudgetDelta(from, to Phase) retry.BudgetStats {
 	return StatsDelta(r.Budget[from], r.Budget[to])
+}
+
+// BudgetFigures returns what the budget did over the run: retries
+// granted, retries refused, refusals after the outage's end, first
+// attempts held and probes.
+func (r *Result) BudgetFigures() [5]uint64 {
+	d := r.BudgetDelta(Before, numPhases)
+	return [5]uint64{d.Retries, d.Refused, r.BudgetDelta(After, numPhases).Refused, d.Held, d.Probes}
 }
 
 // StatsDelta returns what a budget counted from a to b.
@@ -205,17 +244,18 @@ func (r *Result) Recovered() string {
 // and what the budget did.
 func WriteTable(w io.Writer, rs []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "caller\tpolicy\trequests in outage\tvs no budget\tconnections\tlast worker back\tgoodput before/s\tafter/s\tafter/before\trefused\theld\tprobes\t")
+	fmt.Fprintln(tw, "caller\tpolicy\trequests in outage\tvs no budget\tconnections\tlast worker back\tgoodput before/s\tafter/s\tafter/before\tretries\trefused\trefused after\theld\tprobes\t")
 	for _, r := range rs {
 		before, after := r.Goodput()
-		refused, held, probes := "-", "-", "-"
+		budget := [5]string{"-", "-", "-", "-", "-"}
 		if r.HasBudget {
-			d := r.BudgetDelta(Before, numPhases)
-			refused, held, probes = strconv.FormatUint(d.Refused, 10), strconv.FormatUint(d.Held, 10), strconv.FormatUint(d.Probes, 10)
+			for i, n := range r.BudgetFigures() {
+				budget[i] = strconv.FormatUint(n, 10)
+			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Caller.Short(), r.Policy, r.OutageRequests(), Ratio(rs, r), r.OutageConnections(), r.Recovered(),
-			before, after, r.GoodputRatio(), refused, held, probes)
+			before, after, r.GoodputRatio(), budget[0], budget[1], budget[2], budget[3], budget[4])
 	}
 	return tw.Flush()
 }
