@@ -23,8 +23,8 @@ import (
 // for each caller: requests during the outage at most 0.10x those without
 // a budget; every worker's next call after the outage succeeds, within 1s
 // of the outage's end; the hold held calls, and no call failed without
-// sending a request; no refusal in the healthy phase before the outage.
-// For every run: no write lost or applied twice.
+// sending a request; no refusal while the server is healthy, before the
+// outage or after it. For every run: no write lost or applied twice.
 func TestOutageTyped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -90,6 +90,9 @@ func checkOursThroughOutage(t *testing.T, rs []*outage.Result, r *outage.Result)
 	}
 	if d := r.BudgetDelta(outage.Before, outage.During); d.Refused > 0 {
 		t.Errorf("%s: %d refusals while the server was healthy, before the outage", name, d.Refused)
+	}
+	if d := r.BudgetDelta(outage.After, 3); d.Refused > 0 {
+		t.Errorf("%s: %d refusals while the server was healthy, after the outage", name, d.Refused)
 	}
 	refusedCalls := 0
 	for _, c := range r.Calls {
