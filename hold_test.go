@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -564,6 +565,177 @@ func TestHoldBudgetRefusalInsideAnAttempt(t *testing.T) {
 				assert.Equal(t, 1, calls)
 				assert.Zero(t, retries)
 			})
+		}
+	}
+}
+
+// outageSim drives workers that call a context loop on one Budget with a
+// Hold, on a fake clock, through a healthy phase, an outage and a healthy
+// phase again. Every worker always ends up waiting on the clock (the
+// hold's timers, its Sleeper, its pause between calls), so the driver
+// moves the clock only when every worker has settled.
+type outageSim struct {
+	clk        *testingclock.FakeClock
+	budget     *retry.Budget
+	down, up   time.Time // the outage: [down, up)
+	mu         sync.Mutex
+	firsts     []time.Time // first attempts during the outage
+	attempts   int         // attempts of any kind
+	retries    int         // attempts after the first
+	firstCount int
+	refusals   []time.Time // calls the budget refused during the outage
+	successes  []time.Time // successful attempts after the outage
+}
+
+func (s *outageSim) isDown(at time.Time) bool { return !at.Before(s.down) && at.Before(s.up) }
+
+// fakeWait is a Sleeper on the fake clock.
+type fakeWait struct{ clk *testingclock.FakeClock }
+
+func (f fakeWait) Sleep(d time.Duration) { <-f.clk.After(d) }
+
+func (s *outageSim) worker(ctx context.Context, rng *rand.Rand) {
+	pace := time.Duration(20+rng.IntN(80)) * time.Millisecond
+	backoff := retry.Backoff{Steps: 1 + rng.IntN(3), Duration: 10 * time.Millisecond}
+	for ctx.Err() == nil {
+		attempt := 0
+		_, err := retry.OnErrorValue(ctx, backoff, retry.IsTransient, func(context.Context) (int, error) {
+			attempt++
+			now := s.clk.Now()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.attempts++
+			if attempt == 1 {
+				s.firstCount++
+			} else {
+				s.retries++
+			}
+			switch {
+			case s.isDown(now):
+				if attempt == 1 {
+					s.firsts = append(s.firsts, now)
+				}
+				return 0, errDown
+			case !now.Before(s.up):
+				s.successes = append(s.successes, now)
+			}
+			return 1, nil
+		}, retry.WithBudget(s.budget), retry.WithSleeper(fakeWait{s.clk}))
+		if errors.Is(err, retry.ErrBudgetExhausted) && ctx.Err() == nil {
+			s.mu.Lock()
+			s.refusals = append(s.refusals, s.clk.Now())
+			s.mu.Unlock()
+		}
+		d := pace
+		if err != nil {
+			d = 10 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-s.clk.After(d):
+		}
+	}
+}
+
+// holdStart is when the contract says the hold starts: the first refusal
+// during the outage, or the third of three transient first-attempt
+// failures within 10*Hold, whichever comes first.
+func (s *outageSim) holdStart() time.Time {
+	start := s.up
+	if len(s.refusals) > 0 {
+		start = s.refusals[0]
+	}
+	for i := 2; i < len(s.firsts); i++ {
+		if s.firsts[i].Sub(s.firsts[i-2]) < 10*s.budget.Hold {
+			if s.firsts[i].Before(start) {
+				start = s.firsts[i]
+			}
+			break
+		}
+	}
+	return start
+}
+
+// TestHoldOverRandomOutages is the property test of the hold: over random
+// Holds, numbers of workers, backoffs and outages, on a fake clock (run
+// it with -race): nothing waits while the server is healthy; once the
+// hold starts, first attempts during the outage are probes, at least Hold
+// apart and at most the longest interval (plus a worker's pause) apart;
+// the first probe after the outage succeeds within the longest interval;
+// Stats agrees with what the workers saw.
+func TestHoldOverRandomOutages(t *testing.T) {
+	t.Parallel()
+	iterations := 16
+	if testing.Short() {
+		iterations = 4
+	}
+	holds := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond}
+	const quantum = 10 * time.Millisecond
+	allProbes := 0
+	defer func() {
+		t.Logf("%d probes in %d outages", allProbes, iterations)
+		assert.Greater(t, allProbes, 3*iterations, "the outages must be long enough to probe several times")
+	}()
+	for i := range iterations {
+		rng := rand.New(rand.NewPCG(uint64(i), 20))
+		hold := holds[rng.IntN(len(holds))]
+		limit := max(min(10*hold, time.Second), hold)
+		clk := testingclock.NewFakeClock(t0)
+		s := &outageSim{
+			clk:    clk,
+			budget: &retry.Budget{Ratio: 0.1, MinPerSecond: 1, Window: 3 * time.Second, Hold: hold, Clock: clk},
+			down:   t0.Add(time.Duration(50+rng.IntN(150)) * quantum),
+		}
+		s.up = s.down.Add(time.Duration(100+rng.IntN(300)) * quantum)
+		end := s.up.Add(3 * time.Second)
+		workers := 2 + rng.IntN(5)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := range workers {
+			wrng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
+			wg.Go(func() { s.worker(ctx, wrng) })
+		}
+		var atDown retry.BudgetStats
+		for clk.Now().Before(end) {
+			awaitWaiters(t, clk, workers)
+			if clk.Now().Equal(s.down) {
+				atDown = s.budget.Stats()
+			}
+			clk.Step(quantum)
+		}
+		awaitWaiters(t, clk, workers)
+		stats := s.budget.Stats()
+		cancel()
+		wg.Wait()
+
+		name := fmt.Sprintf("iteration %d (Hold %v, %d workers, outage %v-%v)", i, hold, workers, s.down.Sub(t0), s.up.Sub(t0))
+		assert.Zero(t, atDown.Held+atDown.Refused+atDown.Probes, "%s: the healthy phase met the hold: %+v", name, atDown)
+		start := s.holdStart()
+		require.True(t, start.Before(s.up), "%s: no hold started during the outage", name)
+		var probes []time.Time
+		for _, at := range s.firsts {
+			if at.After(start) {
+				probes = append(probes, at)
+			}
+		}
+		for j := 1; j < len(probes); j++ {
+			gap := probes[j].Sub(probes[j-1])
+			assert.GreaterOrEqual(t, gap, hold, "%s: probes %v and %v", name, probes[j-1].Sub(t0), probes[j].Sub(t0))
+			assert.LessOrEqual(t, gap, limit+10*quantum, "%s: probes %v and %v", name, probes[j-1].Sub(t0), probes[j].Sub(t0))
+		}
+		if len(probes) > 0 {
+			assert.GreaterOrEqual(t, probes[0].Sub(start), hold, "%s: the first probe", name)
+		}
+		allProbes += len(probes)
+		require.NotEmpty(t, s.successes, name)
+		assert.LessOrEqual(t, s.successes[0].Sub(s.up), limit+10*quantum, "%s: found back at %v", name, s.successes[0].Sub(t0))
+		assert.Equal(t, uint64(s.firstCount), stats.FirstAttempts, name)
+		assert.Equal(t, uint64(s.retries), stats.Retries, name)
+		assert.Equal(t, uint64(len(s.refusals)), stats.Refused, name)
+		assert.GreaterOrEqual(t, stats.Probes, uint64(len(probes)), name)
+		assert.Positive(t, stats.Held, name)
+		if t.Failed() {
+			return
 		}
 	}
 }
