@@ -41,7 +41,7 @@ study:
 ## budget, Hold 0, gRPC A6 throttling, failsafe-go's budget and adaptive
 ## throttler, NewBudget()), for each caller, on an in-process apiserver;
 ## prints the table and writes docs/outages.csv and docs/outages.png
-## (OUTAGES_ARGS="--out DIR"; about a minute warm; fails when NewBudget()
+## (OUTAGES_ARGS="--out DIR"; about 1.5 minutes warm; fails when NewBudget()
 ## misses its targets)
 outages:
 	cd integration && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
