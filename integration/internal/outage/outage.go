@@ -51,11 +51,11 @@ type Schedule struct {
 	Pause time.Duration
 }
 
-// Issue20 is the workload of issue 20: 16 workers, after a warm-up of
-// 2s 3s healthy, 5s of
-// outage, then healthy for at least 5s (the goodput window) and until
-// every worker is back (at most 20s); each key comes back 100ms after a
-// success, and 100ms after a failure for the callers that pause.
+// Issue20 is the workload of issue 20: 16 workers; after a warm-up of
+// 2s, 3s healthy, 5s of outage, then healthy for at least 5s (the
+// goodput window) and until every worker is back (at most 20s); each key
+// comes back 100ms after a success, and 100ms after a failure for the
+// callers that pause.
 var Issue20 = Schedule{
 	Workers: 16, Warmup: 2 * time.Second,
 	Before: 3 * time.Second, Outage: 5 * time.Second,
