@@ -72,7 +72,7 @@ func (r *WebReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // writeBudget is shared by every write of the process to this apiserver.
-var writeBudget = &retry.Budget{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second}
+var writeBudget = retry.NewBudget()
 
 func createOrUpdateWeb(ctx context.Context, mgr ctrl.Manager, deploy *appsv1.Deployment, mutate controllerutil.MutateFn) (controllerutil.OperationResult, error) {
 	return ctrlretry.CreateOrUpdate(ctx, mgr.GetClient(), deploy, mutate,
