@@ -3,10 +3,11 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test integration demo study cover bench bench-check bench-wait fuzz
+.PHONY: check lint test ctrlretry integration demo study outages cover bench bench-check bench-wait fuzz
 
-## check: everything CI runs: lint, the root module's tests, the integration tests
-check: lint test integration
+## check: everything CI runs: lint, the root module's tests, the ctrlretry
+## module, the integration tests
+check: lint test ctrlretry integration
 
 ## lint: gofmt, go vet and staticcheck on the root module
 lint:
@@ -18,6 +19,13 @@ lint:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+## ctrlretry: go vet, staticcheck and the race-enabled tests of the ctrlretry
+## module (gofmt is lint's); its go.work builds it with this checkout's root
+ctrlretry:
+	cd ctrlretry && $(GO) vet ./...
+	cd ctrlretry && $(STATICCHECK) ./...
+	cd ctrlretry && $(GO) test -race -count=1 ./...
 
 ## integration: the integration module's tests against an in-process kube-apiserver
 ## on embedded etcd (first build of k8s.io/kubernetes: about 8-10 minutes on 2
@@ -36,6 +44,15 @@ demo:
 ## "--kubeconfig FILE", "--quick"; about 13 minutes warm on 2 cores)
 study:
 	cd integration && $(GO) run ./cmd/study $(STUDY_ARGS)
+
+## outages: the outage workload side by side with the peers (no
+## budget, Hold 0, gRPC A6 throttling, failsafe-go's budget and adaptive
+## throttler, NewBudget()), for each caller, on an in-process apiserver;
+## prints the table and writes docs/outages.csv and docs/outages.png
+## (OUTAGES_ARGS="--out DIR"; about 1.5 minutes warm; fails when NewBudget()
+## misses its targets)
+outages:
+	cd integration && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
 
 ## cover: test coverage of the root module
 cover:

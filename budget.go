@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -25,12 +26,14 @@ var (
 // budgetSlots is the number of sub-windows a Window is counted in.
 const budgetSlots = 10
 
-// Budget bounds the retries of every loop that shares it ([WithBudget]):
-// while a server fails, the loops of a process together add at most a
-// fraction of their first attempts as retries, plus a small floor, instead
-// of each multiplying its own load by its Steps. It is the retry budget of
-// Finagle (RetryBudget) and Envoy, and the retry throttling of gRPC. Use one
-// Budget per API server a process talks to.
+// Budget bounds the retries of every loop that shares it ([WithBudget]),
+// and of every request through its [Budget.WrapTransport]: while a server
+// fails, the loops of a process together add at most a fraction of their
+// first attempts as retries, plus a small floor, instead of each
+// multiplying its own load by its Steps. It is the retry budget of
+// Finagle (RetryBudget) and Envoy, and the retry throttling of gRPC. Use
+// one Budget per API server a process talks to; [NewBudget] gives one made
+// for a controller.
 //
 // Each loop call given the Budget deposits one first attempt when it makes
 // its first attempt, and withdraws one retry before each wait that leads to
@@ -51,10 +54,14 @@ const budgetSlots = 10
 // afresh: first attempts are dropped, and retries too when the jump is 1.1
 // Windows or more, so the bound still holds.
 //
+// A retry budget bounds retries, never new calls: a caller that makes no
+// retries of its own but calls again after each error keeps its load
+// whatever the budget says. Hold bounds those too; see its field.
+//
 // Finagle's defaults are Ratio 0.2, MinPerSecond 10 and Window 10s. The
 // zero Budget is invalid (its Window is 0). A Budget is safe for concurrent
-// use by any number of loops; its fields must not change after its first
-// use, and it must not be copied after its first use.
+// use by any number of loops and transports; its fields must not change
+// after its first use, and it must not be copied after its first use.
 type Budget struct {
 	// Ratio is the number of retries allowed per first attempt made during
 	// the last Window: 0.2 lets retries add at most 20% to the load.
@@ -66,9 +73,39 @@ type Budget struct {
 	MinPerSecond float64
 	// Window is how long a first attempt or a retry counts.
 	Window time.Duration
-	// Clock reads the time; nil means real time. Only its Now method is
-	// used: the loops' waits go through their Sleeper, not this Clock.
+	// Clock reads the time; nil means real time. The loops' waits go
+	// through their Sleeper, not this Clock. When Clock also implements
+	// k8s.io/utils/clock.Clock (a FakeClock does), the hold's timers run
+	// on it; otherwise on real time.
 	Clock clock.PassiveClock
+	// Hold, when above 0, makes new calls wait while the server fails, so
+	// that a caller that calls again after an error adds no load either.
+	// A hold starts when the budget refuses a retry that follows a
+	// transient failure ([IsTransient], a 429 or 5xx response, a transport
+	// error; never a Conflict), or when at least 3 first attempts failed
+	// transiently within 10*Hold with no attempt succeeding since the
+	// first of them. While it lasts, each first attempt the budget sees (a
+	// loop call's first attempt, a request through [Budget.WrapTransport]
+	// that is not a retry) waits without sending until the hold ends or
+	// its context ends (then the error matches both the context's error
+	// and [ErrBudgetExhausted]). The loops whose fn takes no context
+	// ([OnError], [RetryOnConflict], [OnRetryAfterError]) have nothing to
+	// bound a wait with: their first attempt is refused at once during a
+	// hold, with an error matching ErrBudgetExhausted.
+	//
+	// One probe at a time goes through meanwhile: the first Hold after
+	// the hold started, each next one an interval after the previous one
+	// went, the interval starting at Hold and doubling after each failed
+	// probe up to 10*Hold or 1s, whichever is less (never below Hold). A
+	// probe fails when it fails transiently, when it has no answer within
+	// the interval (then the next may go), or when it panics (the panic
+	// goes on; the slot is freed). Any attempt that succeeds (one that is
+	// not a transient failure; on the wire, a response neither 429 nor
+	// 5xx), a probe or one already in flight, ends the hold and lets every
+	// waiting call go. Retries are never held: the bound above limits
+	// them as before. Zero means no hold, the budget of the third
+	// revision; below 0 is invalid.
+	Hold time.Duration
 
 	mu         sync.Mutex
 	started    bool
@@ -79,11 +116,62 @@ type Budget struct {
 	retries    [budgetSlots + 1]int64
 	firstTotal int64 // first attempts in the newest budgetSlots sub-windows
 	retryTotal int64 // retries in all budgetSlots+1 sub-windows
+	stats      BudgetStats
+	hold       holdState                   // under mu; see hold.go
+	holding    atomic.Bool                 // hold.on, read without the lock
+	failing    atomic.Bool                 // hold.failures > 0, read without the lock
+	resends    atomic.Pointer[resendTable] // set by WrapTransport; see transport.go
+}
+
+// BudgetStats counts what a [Budget] did since its first use: each field
+// only grows. It is for metrics (a Prometheus CounterFunc per field).
+type BudgetStats struct {
+	FirstAttempts uint64 // first attempts deposited (probes included)
+	Retries       uint64 // retries granted
+	// Refused counts the retries refused, and the first attempts of the
+	// loops without a context refused during a hold.
+	Refused uint64
+	Held    uint64 // first attempts that waited for a hold, until it or their context ended
+	Probes  uint64 // first attempts sent as probes during a hold
+}
+
+// NewBudget returns a Budget for a controller talking to one API server:
+// Ratio 0.1, MinPerSecond 1, Window 3s and Hold 25ms.
+//
+// A controller on a healthy server retries little (a Conflict now and
+// then), so a tenth of its calls as retries is room enough, and a floor of
+// 3 a Window lets a quiet one retry. While the server fails, what the
+// budget grants is the burst at the start: a tenth of the last 3s of calls.
+// Finagle's 0.2, 10/s and 10s suit RPC servers: its floor alone grants 100
+// retries a Window, more than a controller's whole load through a 5s
+// outage. The 3s Window still sees client-go's own resends as retries
+// through [Budget.WrapTransport] (it resends 1s after a reset GET, and
+// after the Retry-After of a 429 or 5xx, mostly 1s).
+//
+// The hold does the rest: new calls wait instead of failing, probes go
+// every 25ms at first, then at most 250ms apart, so a server that is back
+// is found within about a quarter of a second. A false hold (an HTTP/2
+// connection that drops fails every request on it at once) delays new
+// calls by about 25ms.
+func NewBudget() *Budget {
+	return &Budget{Ratio: 0.1, MinPerSecond: 1, Window: 3 * time.Second, Hold: 25 * time.Millisecond}
+}
+
+// Stats returns the budget's counters. It is safe for concurrent use; a
+// nil *Budget gives zeros.
+func (b *Budget) Stats() BudgetStats {
+	if b == nil {
+		return BudgetStats{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
 }
 
 // Validate returns nil, or an error wrapping [ErrInvalidBudget] that names
 // each invalid field and its value: Ratio and MinPerSecond must be finite
-// and not negative, Window above 0. A nil *Budget is invalid.
+// and not negative, Window above 0, Hold not below 0. A nil *Budget is
+// invalid.
 func (b *Budget) Validate() error {
 	if b == nil {
 		return fmt.Errorf("%w: the Budget is nil", ErrInvalidBudget)
@@ -98,6 +186,9 @@ func (b *Budget) Validate() error {
 	if b.Window <= 0 {
 		bad = append(bad, fmt.Sprintf("Window %v is not above 0", b.Window))
 	}
+	if b.Hold < 0 {
+		bad = append(bad, fmt.Sprintf("Hold %v is below 0", b.Hold))
+	}
 	if len(bad) == 0 {
 		return nil
 	}
@@ -108,25 +199,37 @@ func (b *Budget) Validate() error {
 func (b *Budget) deposit() {
 	now := b.now() // outside the lock: reading a clock can cost more than the rest
 	b.mu.Lock()
-	slot := b.advance(now)
-	b.firsts[slot]++
-	b.firstTotal++
+	b.depositLocked(now)
 	b.mu.Unlock()
 }
 
+func (b *Budget) depositLocked(now time.Time) {
+	slot := b.advance(now)
+	b.firsts[slot]++
+	b.firstTotal++
+	b.stats.FirstAttempts++
+}
+
 // withdraw counts one retry and reports true, or reports false, counting
-// nothing, when the retry would exceed the bound.
-func (b *Budget) withdraw() bool {
+// nothing, when the retry would exceed the bound. A refusal of a retry
+// that follows a transient failure (afterTransient) starts a hold.
+func (b *Budget) withdraw(afterTransient bool) bool {
 	now := b.now()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	slot := b.advance(now)
 	allowed := math.Floor(b.MinPerSecond*b.Window.Seconds() + b.Ratio*float64(b.firstTotal))
 	if float64(b.retryTotal+1) > allowed {
+		b.stats.Refused++
+		b.mu.Unlock()
+		if afterTransient && b.Hold > 0 {
+			b.startHold()
+		}
 		return false
 	}
 	b.retries[slot]++
 	b.retryTotal++
+	b.stats.Retries++
+	b.mu.Unlock()
 	return true
 }
 

@@ -43,6 +43,9 @@ func TestBudgetValidate(t *testing.T) {
 		{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second},
 		{Window: time.Nanosecond}, // no retry at all, but a valid choice
 		{Ratio: math.MaxFloat64, MinPerSecond: math.MaxFloat64, Window: time.Duration(math.MaxInt64)},
+		{Window: time.Second, Hold: time.Nanosecond},
+		{Window: time.Second, Hold: time.Duration(math.MaxInt64)},
+		retry.NewBudget(),
 	}
 	for _, b := range valid {
 		assert.NoError(t, b.Validate(), "%+v", b)
@@ -66,6 +69,8 @@ func TestBudgetValidate(t *testing.T) {
 		{"every field", func(b *retry.Budget) { b.Ratio, b.MinPerSecond, b.Window = -1, math.NaN(), -time.Millisecond },
 			[]string{"Ratio -1", "MinPerSecond NaN", "Window -1ms"}},
 		{"zero Budget", func(b *retry.Budget) { b.Ratio, b.MinPerSecond, b.Window = 0, 0, 0 }, []string{"Window 0s"}},
+		{"negative Hold", func(b *retry.Budget) { b.Hold = -time.Millisecond }, []string{"Hold -1ms"}},
+		{"most negative Hold", func(b *retry.Budget) { b.Hold = math.MinInt64 }, []string{"Hold -2562047h47m16.854775808s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +93,21 @@ func TestBudgetValidate(t *testing.T) {
 	assert.Contains(t, err.Error(), "nil")
 }
 
+// TestNewBudget: a valid budget with a hold, a new one at each call, whose
+// floor is below Finagle's 100 retries a Window, which alone exceeds a
+// controller's whole load through an outage.
+func TestNewBudget(t *testing.T) {
+	t.Parallel()
+	b := retry.NewBudget()
+	require.NoError(t, b.Validate())
+	assert.Positive(t, b.Hold)
+	assert.Nil(t, b.Clock, "real time")
+	assert.NotSame(t, b, retry.NewBudget())
+	finagle := &retry.Budget{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second}
+	assert.Less(t, b.MinPerSecond*b.Window.Seconds(), finagle.MinPerSecond*finagle.Window.Seconds())
+	assert.Greater(t, b.Window, 2*time.Second, "client-go resends a reset GET 1s later: the Window must see it")
+}
+
 // TestBudgetInvalidStopsEveryLoop: an invalid or nil Budget makes every
 // loop return Validate's error at once: nothing called, nothing slept, no
 // hook, no OnDone.
@@ -99,6 +119,7 @@ func TestBudgetInvalidStopsEveryLoop(t *testing.T) {
 		"NaN Ratio":       {Ratio: math.NaN(), Window: time.Second},
 		"negative Min":    {MinPerSecond: -2, Window: time.Second},
 		"negative Window": {Ratio: 0.1, Window: -time.Second},
+		"negative Hold":   {Ratio: 0.1, Window: time.Second, Hold: -time.Second},
 	}
 	for name, b := range budgets {
 		for loop, run := range everyLoop() {

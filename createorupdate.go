@@ -24,9 +24,10 @@ const (
 // the write of every reconciler, with the races that controller-runtime's
 // controllerutil.CreateOrUpdate returns to its caller retried: another
 // writer's create (AlreadyExists), update (Conflict) or delete (NotFound)
-// in between. It returns the object as the server stored it (create's or
-// update's), or, when mutate changed nothing, the copy mutate was given, and
-// what it did.
+// in between, and the Conflict of a create that an HA control plane's
+// quota admission refused. It returns the object as the server stored it
+// (create's or update's), or, when mutate changed nothing, the copy mutate
+// was given, and what it did.
 //
 //  1. current names the object. When it has a resourceVersion it is a
 //     stored object (from an informer's lister or controller-runtime's
@@ -43,8 +44,14 @@ const (
 //     is changed by mutate and written by create, with no no-op check.
 //     Success returns (create's object, [ResultCreated], nil). AlreadyExists,
 //     another writer having created it meanwhile, is retried, and the next
-//     attempt's get finds it. Any other error of create (a namespace that
-//     does not exist, say) is returned as it is.
+//     attempt's get finds it. So is a Conflict: a create carries no
+//     resourceVersion, so its Conflict is never the object's own, but on
+//     an HA control plane (several kube-apiservers on one etcd) the
+//     ResourceQuota admission of each updates the namespace's quota, and a
+//     create that loses that race is refused with a Conflict on the
+//     resourcequotas (kubernetes/kubernetes#67761). The next attempt calls
+//     get. Any other error of create (a namespace that does not exist,
+//     say) is returned as it is.
 //  3. When get returns the object, the attempt updates it by the rules 2-4
 //     of [UpdateOnConflict]: no change returns (the copy, [ResultUnchanged],
 //     nil) and sends nothing; a write returns (update's object,
@@ -106,8 +113,5 @@ func CreateOrUpdate[T Object](ctx context.Context, backoff Backoff, current T,
 	}
 	w := writer[T]{current: current, stored: acc.GetResourceVersion() != "",
 		get: get, mutate: mutate, create: create, update: update}
-	if err := run(newLoopContext(ctx), backoff, nil, attemptFunc{write: w.attempt}, nil, opts); err != nil {
-		return zero, ResultUnchanged, err
-	}
-	return w.result, w.did, nil
+	return w.run(ctx, backoff, opts)
 }

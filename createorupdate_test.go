@@ -127,6 +127,25 @@ func TestCreateOrUpdateRule2RaceAlreadyExists(t *testing.T) {
 	assert.Equal(t, "a", obj.Owner)
 }
 
+func TestCreateOrUpdateRule2RaceQuotaConflict(t *testing.T) {
+	t.Parallel()
+	// On an HA control plane, the quota admission of another kube-apiserver
+	// updates the namespace's ResourceQuota between this create's read of
+	// it and its write: the create is refused with a Conflict on the
+	// resourcequotas. A create carries no resourceVersion, so that Conflict
+	// is never the object's own: it is retried, and the next attempt reads
+	// afresh. (The third revision returned it; the fourth retries it.)
+	c := &calls{api: newCounters()}
+	c.api.failCreates = []error{quotaConflict()}
+
+	obj, res, err := c.createOrUpdate(desired(), c.claim("a"))
+	require.NoError(t, err)
+	assert.Equal(t, retry.ResultCreated, res)
+	assert.Equal(t, []string{"get", "mutate", "create", "wait", "get", "mutate", "create"}, c.log)
+	assert.Equal(t, "a", obj.Owner)
+	assert.Equal(t, 2, c.api.creates)
+}
+
 func TestCreateOrUpdateRule3(t *testing.T) {
 	t.Parallel()
 	t.Run("unchanged stored current costs nothing", func(t *testing.T) {
@@ -196,7 +215,6 @@ func TestCreateOrUpdateRule4ErrorsReturnedAsIs(t *testing.T) {
 		{name: "mutate on the update path", mutate: mutateErr, log: []string{"get", "mutate"}},
 		{name: "mutate on the create path", missing: true, mutate: mutateErr, log: []string{"get", "mutate"}},
 		{name: "create", missing: true, create: nsGone, log: []string{"get", "mutate", "create"}},
-		{name: "create conflict", missing: true, create: conflict(1), log: []string{"get", "mutate", "create"}},
 		{name: "update", update: invalid, log: []string{"get", "mutate", "update"}},
 	}
 	for _, tc := range cases {
@@ -263,6 +281,7 @@ func TestCreateOrUpdateRule4Exhaustion(t *testing.T) {
 		err    func(n int) error
 	}{
 		{"Conflict", true, "update", conflict},
+		{"Conflict from create", false, "create", conflict},
 		{"AlreadyExists", false, "create", func(n int) error {
 			return apierrors.NewAlreadyExists(counterResource, "jobs-"+strconv.Itoa(n))
 		}},

@@ -8,6 +8,13 @@
 //
 // # Which loop
 //
+//   - [Update], [UpdateStatus], [Ensure] and [Patch] are the write loops
+//     below for a client-go typed client (cms :=
+//     client.CoreV1().ConfigMaps(ns)): one call, the client, the object and
+//     a mutate function. An object with a resourceVersion (from a cache) is
+//     changed without a read; one the caller built is read first, never
+//     written blind. The closure forms below serve every other client (the
+//     dynamic client, controller-runtime's, your own).
 //   - [UpdateOnConflict] is the read-change-write loop of a controller: it
 //     changes a copy of the cached object, writes it, and on a Conflict reads
 //     the object afresh and tries again. It never modifies the cached object
@@ -19,7 +26,11 @@
 //     finds nothing, and retries the races that controller-runtime's
 //     controllerutil.CreateOrUpdate returns to its caller (AlreadyExists
 //     from another writer's create, a Conflict, a NotFound from a delete
-//     in between). Its [Result] says what it did.
+//     in between, and the Conflict an HA control plane's quota admission
+//     gives a create). Its [Result] says what it did.
+//   - [PatchOnConflict] is UpdateOnConflict that sends what mutate changed
+//     as a JSON merge patch locked to the version read, so fields that the
+//     client's Go type does not know are kept.
 //   - [RetryOnConflict] and [RetryOnConflictWithContext] retry a closure of
 //     your own on a Conflict, as client-go's do; the closure must get the
 //     object afresh on every call. A Server-Side Apply conflict
@@ -69,7 +80,9 @@
 // stop a mutate that builds on what it finds from running twice. To ride
 // out an outage, put an outer [OnErrorValue] with IsTransient and a longer
 // backoff around an inner UpdateOnConflict (see the example of
-// UpdateOnConflict).
+// UpdateOnConflict). A server that accepts a request and never answers is
+// bounded by [WithAttemptTimeout]: each attempt gets a deadline of its own,
+// and one that ran out of its time is retried.
 //
 // # Many loops, one server
 //

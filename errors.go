@@ -35,19 +35,32 @@ var (
 //     client conn could not be established", the server's graceful GOAWAY
 //     and the like);
 //   - a net.Error whose Timeout() is true, such as the transport's
-//     ResponseHeaderTimeout or a net/http Client.Timeout.
+//     ResponseHeaderTimeout or a net/http Client.Timeout;
+//   - a Conflict whose status details name the kind resourcequotas of the
+//     core group: the ResourceQuota admission of a kube-apiserver lost a
+//     race to update the namespace's quota status, which on an HA control
+//     plane (several kube-apiservers on one etcd) refuses a create or
+//     update that is not the quota's, kubernetes/kubernetes#67761. The
+//     same request may not meet it again. Where the request itself writes
+//     a ResourceQuota, such a Conflict is an ordinary stale one, which
+//     only a fresh read can mend: around a write of ResourceQuotas use
+//     [RetryOnConflictWithContext] or [UpdateOnConflict] rather than
+//     IsTransient.
 //
-// It is false for nil, for a Conflict and every other 4xx, and for the
+// It is false for nil, for every other Conflict and every other 4xx, and for the
 // context package's own errors, context.Canceled and
 // context.DeadlineExceeded, wrapped too (a url.Error included): the caller
 // gave up, and another attempt under the same context would fail as well.
 // A net/http or net timeout answers errors.Is(err, context.DeadlineExceeded)
 // with true too, but it is the timeout of one request, not the caller's, so
 // it counts as transient. client-go, though, enforces rest.Config.Timeout
-// with a context of each request, which expires as context.DeadlineExceeded
-// itself and so cannot be told from the caller's own deadline: IsTransient
-// is false for it. To retry a request that a stalled server never answers,
-// bound it with the transport's ResponseHeaderTimeout.
+// twice, with a context of each request and with http.Client.Timeout, and
+// the two race: a request through a stalled apiserver came back either as
+// context.DeadlineExceeded itself, which cannot be told from the caller's
+// own deadline and for which IsTransient is false, or as net/http's
+// "Client.Timeout exceeded", for which it is true. To retry a request that
+// a stalled server never answers, bound it with the transport's
+// ResponseHeaderTimeout, or bound each attempt with [WithAttemptTimeout].
 //
 // The caller's own deadline, met while dialling, comes back as net's "i/o
 // timeout" and counts as transient; a context loop then ends on its ctx
@@ -59,14 +72,17 @@ var (
 // finds (an increment), which a repeat would apply twice; see
 // [UpdateOnConflict].
 func IsTransient(err error) bool {
+	// An API error itself first: errors.As, and the variable its pointer
+	// makes escape, would cost every failed attempt an allocation.
+	if status, ok := err.(apierrors.APIStatus); ok {
+		return transientStatus(status)
+	}
 	if err == nil || errors.Is(err, context.Canceled) || isDeadlineExceeded(err) {
 		return false
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		code := int(status.Status().Code)
-		return code == http.StatusTooManyRequests ||
-			code >= 500 && code <= 599 && code != http.StatusNotImplemented
+		return transientStatus(status)
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
@@ -75,6 +91,65 @@ func IsTransient(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && netErr.Timeout()
+}
+
+// isQuotaConflict reports whether st is a Conflict on a ResourceQuota:
+// what the quota admission returns when its update of the quota's status
+// met another kube-apiserver's.
+func isQuotaConflict(st metav1.Status) bool {
+	// As apierrors.IsConflict: the reason, or a 409 that gives none (not
+	// an AlreadyExists).
+	return (st.Reason == metav1.StatusReasonConflict || st.Reason == "" && st.Code == http.StatusConflict) &&
+		st.Details != nil && st.Details.Kind == "resourcequotas" && st.Details.Group == ""
+}
+
+// transientStatus reports whether an API error says a later identical
+// request may pass: a code transientCode accepts, or the quota admission's
+// own Conflict.
+func transientStatus(status apierrors.APIStatus) bool {
+	return transientCode(status) || isQuotaConflict(status.Status())
+}
+
+// transientCode reports whether status's code is 429 or 5xx other than 501.
+func transientCode(status apierrors.APIStatus) bool {
+	code := int(status.Status().Code)
+	return code == http.StatusTooManyRequests ||
+		code >= 500 && code <= 599 && code != http.StatusNotImplemented
+}
+
+// outcome is what an attempt's result says about the server, for a
+// [Budget]'s hold and for the transport's view of the next attempt.
+type outcome uint8
+
+const (
+	// answered: a success, or an error the server gave that another
+	// attempt would meet as well (a Conflict, a NotFound).
+	answered outcome = iota
+	// failedTransiently: a failure another attempt may not meet.
+	failedTransiently
+	// unanswered: a context ended the attempt first.
+	unanswered
+	// budgetRefused: a Budget refused the attempt or its request, which
+	// so never reached the server.
+	budgetRefused
+)
+
+// judge is the one place that decides whether an attempt that returned
+// err failed transiently: [IsTransient] holds for it. A refusal by a
+// Budget (the transport's, or an inner loop's), and a context's error,
+// say nothing about the server.
+func judge(err error) outcome {
+	switch {
+	case err == nil:
+		return answered
+	case inTree(err, ErrBudgetExhausted):
+		return budgetRefused
+	case IsTransient(err):
+		return failedTransiently
+	case errors.Is(err, context.Canceled) || isDeadlineExceeded(err):
+		return unanswered
+	}
+	return answered
 }
 
 // isHTTP2ConnError reports whether msg is one of net/http's errors for an
@@ -93,9 +168,14 @@ func isHTTP2ConnError(msg string) bool {
 // isDeadlineExceeded reports whether context.DeadlineExceeded itself is in
 // err's tree. Unlike errors.Is, it does not ask the errors' Is methods, by
 // which net/http's and net's timeouts claim to be DeadlineExceeded.
-func isDeadlineExceeded(err error) bool {
+func isDeadlineExceeded(err error) bool { return inTree(err, context.DeadlineExceeded) }
+
+// inTree reports whether target itself is in err's tree, found through
+// Unwrap alone: errors.Is without the Is methods, and cheaper on an error
+// that wraps nothing.
+func inTree(err, target error) bool {
 	for err != nil {
-		if err == context.DeadlineExceeded {
+		if err == target {
 			return true
 		}
 		switch e := err.(type) {
@@ -103,7 +183,7 @@ func isDeadlineExceeded(err error) bool {
 			err = e.Unwrap()
 		case interface{ Unwrap() []error }:
 			for _, inner := range e.Unwrap() {
-				if isDeadlineExceeded(inner) {
+				if inTree(inner, target) {
 					return true
 				}
 			}

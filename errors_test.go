@@ -157,6 +157,19 @@ func TestIsTransient(t *testing.T) {
 		{"wrapped 503", func(*testing.T) error { return fmt.Errorf("sync: %w", apierrors.NewServiceUnavailable("down")) }, true},
 		{"409 Conflict", func(*testing.T) error { return conflict(1) }, false},
 		{"wrapped 409 Conflict", func(*testing.T) error { return fmt.Errorf("sync: %w", conflict(1)) }, false},
+		// The fourth revision: the quota admission's own race is transient.
+		{"409 Conflict on resourcequotas", func(*testing.T) error { return quotaConflict() }, true},
+		{"wrapped 409 Conflict on resourcequotas", func(*testing.T) error { return fmt.Errorf("create: %w", quotaConflict()) }, true},
+		{"409 without a reason on resourcequotas", func(*testing.T) error {
+			return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 409,
+				Details: &metav1.StatusDetails{Kind: "resourcequotas", Name: "q"}}}
+		}, true},
+		{"409 Conflict on resourcequotas of another group", func(*testing.T) error {
+			return apierrors.NewConflict(schema.GroupResource{Group: "example.com", Resource: "resourcequotas"}, "q", errors.New("modified"))
+		}, false},
+		{"409 AlreadyExists on resourcequotas", func(*testing.T) error {
+			return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "resourcequotas"}, "q")
+		}, false},
 		{"404 Not Found", func(*testing.T) error { return apierrors.NewNotFound(gr, "cm") }, false},
 		{"403 Forbidden", func(*testing.T) error { return apierrors.NewForbidden(gr, "cm", errors.New("no")) }, false},
 		{"422 Invalid", func(*testing.T) error { return apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "cm", nil) }, false},

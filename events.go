@@ -5,7 +5,8 @@ import "time"
 // DoneEvent describes a loop that returned; see [WithOnDone].
 type DoneEvent struct {
 	// Attempts is the number of attempts made: calls of fn, or of the
-	// read-change-write of [UpdateOnConflict] and [CreateOrUpdate]. It is 0
+	// read-change-write of a write loop ([UpdateOnConflict],
+	// [CreateOrUpdate], [PatchOnConflict] and their typed forms). It is 0
 	// when a context was done before the first attempt.
 	Attempts int
 	// Err is the error the loop returns, nil on success.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kuberetry/retry"
@@ -513,6 +514,80 @@ func ExampleBudget() {
 	// call 4: attempts 4, budget exhausted: false
 }
 
+func ExampleBudget_hold() {
+	// With a Hold, the budget also bounds new calls while the server
+	// fails: they wait, and one probe at a time goes through.
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	start := clk.Now()
+	budget := &retry.Budget{Ratio: 0.1, MinPerSecond: 0.1, Window: 10 * time.Second, Hold: 100 * time.Millisecond, Clock: clk}
+	backoff := retry.Backoff{Steps: 3, Duration: 10 * time.Millisecond}
+	down := true
+	update := func(context.Context) error {
+		if down {
+			return apierrors.NewServiceUnavailable("the apiserver is down")
+		}
+		return nil
+	}
+	call := func(ctx context.Context, name string) {
+		err := retry.OnErrorWithContext(ctx, backoff, retry.IsTransient, update,
+			retry.WithBudget(budget), retry.WithSleeper(clk))
+		fmt.Printf("+%v %s: %v\n", clk.Now().Sub(start), name, err)
+	}
+
+	// One retry is granted, the next refused: the hold starts.
+	call(context.Background(), "call 1")
+	// A loop without a context cannot wait: refused at once.
+	err := retry.OnError(backoff, retry.IsTransient, func() error { return update(nil) }, retry.WithBudget(budget))
+	fmt.Printf("+%v call 2: %v\n", clk.Now().Sub(start), err)
+	// A call waits, here until its context ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for clk.Waiters() == 0 { // until call 3 waits
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	call(ctx, "call 3")
+	// Hold after the refusal, a call goes as the probe; it fails.
+	clk.Step(100 * time.Millisecond)
+	call(context.Background(), "call 4")
+
+	// A caller waits; the server comes back; the next probe, 200ms after
+	// the failed one, is the waiting call, and its success ends the hold.
+	var wg sync.WaitGroup
+	wg.Go(func() { call(context.Background(), "call 5") })
+	for clk.Waiters() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	down = false
+	clk.Step(200 * time.Millisecond)
+	wg.Wait()
+	call(context.Background(), "call 6")
+	// Output:
+	// +10ms call 1: retry: retry budget exhausted after 2 attempts, last error: the apiserver is down
+	// +10ms call 2: retry: retry budget exhausted: the budget holds new calls while the server fails, and a call without a context cannot wait
+	// +10ms call 3: retry: retry budget exhausted: the call waited for the budget's hold, until context canceled
+	// +110ms call 4: retry: retry budget exhausted after 1 attempt, last error: the apiserver is down
+	// +310ms call 5: <nil>
+	// +310ms call 6: <nil>
+}
+
+func ExampleBudget_Stats() {
+	// Stats counts what a budget did, for metrics: here a healthy call, a
+	// call whose retry was granted, and one whose retry was refused.
+	budget := &retry.Budget{MinPerSecond: 0.1, Window: 10 * time.Second}
+	backoff := retry.Backoff{Steps: 2}
+	down := apierrors.NewServiceUnavailable("the apiserver is down")
+	_ = retry.OnError(backoff, retry.IsTransient, func() error { return nil }, retry.WithBudget(budget))
+	for range 2 {
+		_ = retry.OnError(backoff, retry.IsTransient, func() error { return down },
+			retry.WithBudget(budget), retry.WithSleeper(noSleep{}))
+	}
+	fmt.Printf("%+v\n", budget.Stats())
+	// Output:
+	// {FirstAttempts:3 Retries:1 Refused:1 Held:0 Probes:0}
+}
+
 func ExampleWithOnDone() {
 	// One hook for every call's end: enough to count calls by outcome
 	// without a wrapper around each call.
@@ -552,4 +627,129 @@ func ExampleWithOnDone() {
 	// rejected: attempts 1
 	// context: attempts 0
 	// map[context:1 exhausted:1 rejected:1 success:1]
+}
+
+func ExampleUpdate() {
+	// cms stands for a client-go typed client, such as
+	// client.CoreV1().ConfigMaps(ns): Update takes its Get and Update.
+	ctx := context.Background()
+	cms := newCounterClient("jobs")
+	claim := func(c *Counter) error { c.Owner = "controller-a"; return nil }
+
+	// A built object names the one to change: Update reads it first, and
+	// never writes it blind over the stored one.
+	obj, err := retry.Update(ctx, retry.DefaultRetry, cms, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}}, claim)
+	fmt.Printf("err %v, owner %q, resourceVersion %s; requests %v\n", err, obj.Owner, obj.ResourceVersion, cms.log)
+
+	// The object it returned is a stored copy, as an informer's lister
+	// holds one: the next change is written without a read.
+	cms.log = nil
+	obj, err = retry.Update(ctx, retry.DefaultRetry, cms, obj, func(c *Counter) error { c.Count = 3; return nil })
+	fmt.Printf("err %v, count %d, resourceVersion %s; requests %v\n", err, obj.Count, obj.ResourceVersion, cms.log)
+	// Output:
+	// err <nil>, owner "controller-a", resourceVersion 2; requests [get update]
+	// err <nil>, count 3, resourceVersion 3; requests [update]
+}
+
+func ExampleUpdateStatus() {
+	// A kind with a status subresource: UpdateStatus writes the status and
+	// the server keeps everything else as stored.
+	ctx := context.Background()
+	deps := newCounterClient("jobs")
+	obj, err := retry.UpdateStatus(ctx, retry.DefaultRetry, deps, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
+		func(c *Counter) error { c.Status = "Ready"; return nil })
+	fmt.Printf("err %v, status %q; requests %v\n", err, obj.Status, deps.log)
+	// Output:
+	// err <nil>, status "Ready"; requests [get updateStatus]
+}
+
+func ExampleEnsure() {
+	// The object does not exist yet, and on this HA control plane another
+	// kube-apiserver's quota admission wins the race for the namespace's
+	// ResourceQuota: the first create is refused with a Conflict that is
+	// not the object's own. Ensure retries it.
+	ctx := context.Background()
+	cms := newCounterClient()
+	cms.api.failCreates = []error{quotaConflict()}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := []retry.Option{
+		retry.WithSleeper(clk),
+		retry.WithRand(func() float64 { return 0 }),
+		retry.WithOnRetry(func(e retry.RetryEvent) { fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, e.Err, e.Delay) }),
+	}
+	desired := &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Labels: map[string]string{"app": "jobs"}}}
+	claim := func(c *Counter) error { c.Owner = "controller-a"; return nil }
+
+	obj, result, err := retry.Ensure(ctx, retry.DefaultRetry, cms, desired, claim, opts...)
+	fmt.Printf("%s, err %v: owner %q, labels %v; requests %v\n", result, err, obj.Owner, obj.Labels, cms.log)
+
+	// Again with the object it returned, as from a cache: nothing to do,
+	// nothing sent.
+	cms.log = nil
+	_, result, err = retry.Ensure(ctx, retry.DefaultRetry, cms, obj, claim, opts...)
+	fmt.Printf("%s, err %v; requests %v\n", result, err, cms.log)
+	// Output:
+	// attempt 1: Operation cannot be fulfilled on resourcequotas "quota": the object has been modified; please apply your changes to the latest version and try again; waiting 10ms
+	// created, err <nil>: owner "controller-a", labels map[app:jobs]; requests [get create get create]
+	// unchanged, err <nil>; requests []
+}
+
+func ExamplePatch() {
+	// Patch sends what mutate changed, locked to the version read: the
+	// stored count, which mutate leaves alone, is not in the patch.
+	ctx := context.Background()
+	cms := newCounterClient("jobs")
+	cms.api.objs["jobs"].Count = 7
+	obj, err := retry.Patch(ctx, retry.DefaultRetry, cms, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
+		func(c *Counter) error { c.Owner = "controller-a"; return nil })
+	fmt.Printf("err %v, owner %q, count %d; requests %v\n", err, obj.Owner, obj.Count, cms.log)
+	fmt.Printf("%s patch: %s\n", cms.patchTypes[0], cms.api.lastPatch)
+	// Output:
+	// err <nil>, owner "controller-a", count 7; requests [get patch]
+	// application/merge-patch+json patch: {"metadata":{"resourceVersion":"1"},"owner":"controller-a"}
+}
+
+func ExamplePatchOnConflict() {
+	// Another writer changes the object between the read and the patch:
+	// the server refuses the patch locked to the version read, the retry
+	// reads afresh and patches that version.
+	ctx := context.Background()
+	api := newCounters("jobs")
+	api.beforePatch = func() {
+		if api.patches == 1 {
+			api.touch("jobs")
+		}
+	}
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	patch := func(ctx context.Context, c *Counter, data []byte) (*Counter, error) {
+		fmt.Printf("patch %s\n", data)
+		return api.Patch(ctx, c.Name, data)
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obj, err := retry.PatchOnConflict(ctx, retry.DefaultRetry, nil, get,
+		func(c *Counter) error { c.Owner = "controller-a"; return nil }, patch, retry.WithSleeper(clk))
+	fmt.Printf("err %v, owner %q, count %d (the other writer's); requests: %d get, %d patch\n", err, obj.Owner, obj.Count, api.gets, api.patches)
+	// Output:
+	// patch {"metadata":{"resourceVersion":"1"},"owner":"controller-a"}
+	// patch {"metadata":{"resourceVersion":"2"},"owner":"controller-a"}
+	// err <nil>, owner "controller-a", count 100 (the other writer's); requests: 2 get, 2 patch
+}
+
+func ExampleWithAttemptTimeout() {
+	// The server never answers the first read. Its attempt ends at its own
+	// deadline and is retried, although an update loop retries no error of
+	// a read otherwise; the caller's ctx has no deadline at all.
+	ctx := context.Background()
+	cms := newCounterClient("jobs")
+	cms.stall = "get"
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obj, err := retry.Update(ctx, retry.DefaultRetry, cms, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}},
+		func(c *Counter) error { c.Owner = "controller-a"; return nil },
+		retry.WithAttemptTimeout(time.Millisecond), // a few seconds against a real server
+		retry.WithSleeper(clk), retry.WithRand(func() float64 { return 0 }),
+		retry.WithOnRetry(func(e retry.RetryEvent) { fmt.Printf("attempt %d: %v; waiting %v\n", e.Attempt, e.Err, e.Delay) }))
+	fmt.Printf("err %v, owner %q; requests %v\n", err, obj.Owner, cms.log)
+	// Output:
+	// attempt 1: context deadline exceeded; waiting 10ms
+	// err <nil>, owner "controller-a"; requests [get get update]
 }

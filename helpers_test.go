@@ -2,9 +2,11 @@ package retry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"strconv"
 	"testing"
@@ -48,10 +50,11 @@ func always(error) bool { return true }
 // Kubernetes type: TypeMeta, ObjectMeta (which holds the resourceVersion)
 // and its own fields. *Counter is a retry.Object.
 type Counter struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	Count int
-	Owner string
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Count             int    `json:"count,omitempty"`
+	Owner             string `json:"owner,omitempty"`
+	Status            string `json:"status,omitempty"` // written by UpdateStatus only
 }
 
 // DeepCopyObject copies c, as the generated deep-copy functions do.
@@ -66,15 +69,22 @@ func (c *Counter) DeepCopyObject() runtime.Object {
 
 // counters keeps Counters the way an API server does: Get returns a copy,
 // and Update must carry the resourceVersion it read, or it fails with a 409
-// Conflict. It counts the requests it serves.
+// Conflict; so must a patch that names one. Update keeps the stored status
+// and UpdateStatus writes nothing else, as for a kind with a status
+// subresource. It counts the requests it serves.
 type counters struct {
 	objs          map[string]*Counter
 	version       int
 	gets, updates int
 	creates       int
-	beforeUpdate  func()  // if set, runs before each update: another writer
+	statusUpdates int
+	patches       int
+	lastPatch     []byte  // the data of the last patch served
+	beforeUpdate  func()  // if set, runs before each update or status update: another writer
 	beforeCreate  func()  // if set, runs before each create: another writer
+	beforePatch   func()  // if set, runs before each patch: another writer
 	failGets      []error // errors for the next gets, in order
+	failCreates   []error // errors for the next creates, in order
 	loseReply     int     // the number of the update that is applied but whose reply is lost
 }
 
@@ -105,20 +115,14 @@ func (s *counters) Get(_ context.Context, name string) (*Counter, error) {
 
 func (s *counters) Update(_ context.Context, c *Counter) (*Counter, error) {
 	s.updates++
-	if s.beforeUpdate != nil {
-		s.beforeUpdate()
+	stored, err := s.replace(c)
+	if err != nil {
+		return nil, err
 	}
-	stored, ok := s.objs[c.Name]
-	if !ok {
-		return nil, apierrors.NewNotFound(counterResource, c.Name)
-	}
-	if c.ResourceVersion != stored.ResourceVersion {
-		return nil, apierrors.NewConflict(counterResource, c.Name, errors.New("the object has been modified"))
-	}
-	s.version++
+	status := stored.Status
 	stored = c.DeepCopyObject().(*Counter)
-	stored.ResourceVersion = strconv.Itoa(s.version)
-	s.objs[c.Name] = stored
+	stored.Status = status
+	s.store(stored)
 	if s.updates == s.loseReply {
 		return nil, &url.Error{Op: "Put", URL: "https://apiserver/counters/" + c.Name, Err: io.EOF}
 	}
@@ -132,6 +136,11 @@ func (s *counters) Create(_ context.Context, c *Counter) (*Counter, error) {
 	s.creates++
 	if s.beforeCreate != nil {
 		s.beforeCreate()
+	}
+	if len(s.failCreates) > 0 {
+		err := s.failCreates[0]
+		s.failCreates = s.failCreates[1:]
+		return nil, err
 	}
 	if c.ResourceVersion != "" {
 		// The real apiserver answers with a 500 (v1.37).
@@ -147,6 +156,192 @@ func (s *counters) Create(_ context.Context, c *Counter) (*Counter, error) {
 	s.objs[c.Name] = stored
 	return stored.DeepCopyObject().(*Counter), nil
 }
+
+// UpdateStatus writes c's status, and nothing else, to the stored object,
+// when c carries its resourceVersion.
+func (s *counters) UpdateStatus(_ context.Context, c *Counter) (*Counter, error) {
+	s.statusUpdates++
+	stored, err := s.replace(c)
+	if err != nil {
+		return nil, err
+	}
+	stored = stored.DeepCopyObject().(*Counter)
+	stored.Status = c.Status
+	s.store(stored)
+	return stored.DeepCopyObject().(*Counter), nil
+}
+
+// replace runs beforeUpdate and returns the stored object that c replaces,
+// or the error the server gives a write of c: NotFound, or a Conflict when
+// c does not carry the stored resourceVersion.
+func (s *counters) replace(c *Counter) (*Counter, error) {
+	if s.beforeUpdate != nil {
+		s.beforeUpdate()
+	}
+	stored, ok := s.objs[c.Name]
+	if !ok {
+		return nil, apierrors.NewNotFound(counterResource, c.Name)
+	}
+	if c.ResourceVersion != stored.ResourceVersion {
+		return nil, apierrors.NewConflict(counterResource, c.Name, errors.New("the object has been modified"))
+	}
+	return stored, nil
+}
+
+// store keeps obj at a new resourceVersion.
+func (s *counters) store(obj *Counter) {
+	s.version++
+	obj.ResourceVersion = strconv.Itoa(s.version)
+	s.objs[obj.Name] = obj
+}
+
+// Patch applies an RFC 7386 merge patch to the stored object, as the API
+// server does: a patch that sets metadata.resourceVersion applies only to
+// that version, else it fails with a 409 Conflict.
+func (s *counters) Patch(_ context.Context, name string, data []byte) (*Counter, error) {
+	s.patches++
+	s.lastPatch = data
+	if s.beforePatch != nil {
+		s.beforePatch()
+	}
+	stored, ok := s.objs[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(counterResource, name)
+	}
+	var patch any
+	if err := json.Unmarshal(data, &patch); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if rv := patchVersion(patch); rv != "" && rv != stored.ResourceVersion {
+		return nil, apierrors.NewConflict(counterResource, name, errors.New("the object has been modified"))
+	}
+	doc, err := json.Marshal(stored)
+	if err != nil {
+		return nil, err
+	}
+	var target any
+	if err := json.Unmarshal(doc, &target); err != nil {
+		return nil, err
+	}
+	merged, err := json.Marshal(mergeApply(target, patch))
+	if err != nil {
+		return nil, err
+	}
+	out := &Counter{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if out.Name != name {
+		return nil, apierrors.NewBadRequest("the patch changes the name")
+	}
+	s.store(out)
+	return out.DeepCopyObject().(*Counter), nil
+}
+
+// patchVersion returns the metadata.resourceVersion a merge patch sets, or "".
+func patchVersion(patch any) string {
+	p, _ := patch.(map[string]any)
+	md, _ := p["metadata"].(map[string]any)
+	rv, _ := md["resourceVersion"].(string)
+	return rv
+}
+
+// mergeApply is RFC 7386's MergePatch(target, patch), written from the
+// RFC's pseudocode: an object patch merges member by member, a null
+// member removes, anything else replaces. target is not modified.
+func mergeApply(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	out := maps.Clone(t)
+	for k, v := range p {
+		if v == nil {
+			delete(out, k)
+		} else {
+			out[k] = mergeApply(out[k], v)
+		}
+	}
+	return out
+}
+
+// counterClient is the counters store behind the method set of a
+// client-go typed client, as Update, UpdateStatus, Ensure and Patch take
+// it. It logs its calls and the patch types it is given.
+type counterClient struct {
+	api        *counters
+	log        []string
+	patchTypes []types.PatchType
+	// stall names a call ("get", "update", ...) whose next one stalls, as
+	// on a server that never answers: it returns ctx's error when ctx ends,
+	// sending nothing to the store.
+	stall string
+}
+
+// call logs a call of verb and reports the error of one that stalled.
+func (c *counterClient) call(ctx context.Context, verb string) error {
+	c.log = append(c.log, verb)
+	if c.stall != verb {
+		return nil
+	}
+	c.stall = ""
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+var _ retry.EnsureClient[*Counter] = (*counterClient)(nil)
+var _ retry.UpdateStatusClient[*Counter] = (*counterClient)(nil)
+var _ retry.PatchClient[*Counter] = (*counterClient)(nil)
+
+func newCounterClient(names ...string) *counterClient {
+	return &counterClient{api: newCounters(names...)}
+}
+
+func (c *counterClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*Counter, error) {
+	if err := c.call(ctx, "get"); err != nil {
+		return nil, err
+	}
+	return c.api.Get(ctx, name)
+}
+
+func (c *counterClient) Create(ctx context.Context, obj *Counter, _ metav1.CreateOptions) (*Counter, error) {
+	if err := c.call(ctx, "create"); err != nil {
+		return nil, err
+	}
+	return c.api.Create(ctx, obj)
+}
+
+func (c *counterClient) Update(ctx context.Context, obj *Counter, _ metav1.UpdateOptions) (*Counter, error) {
+	if err := c.call(ctx, "update"); err != nil {
+		return nil, err
+	}
+	return c.api.Update(ctx, obj)
+}
+
+func (c *counterClient) UpdateStatus(ctx context.Context, obj *Counter, _ metav1.UpdateOptions) (*Counter, error) {
+	if err := c.call(ctx, "updateStatus"); err != nil {
+		return nil, err
+	}
+	return c.api.UpdateStatus(ctx, obj)
+}
+
+func (c *counterClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, subresources ...string) (*Counter, error) {
+	if err := c.call(ctx, "patch"); err != nil {
+		return nil, err
+	}
+	c.patchTypes = append(c.patchTypes, pt)
+	if len(subresources) > 0 {
+		return nil, apierrors.NewBadRequest("no subresources here")
+	}
+	return c.api.Patch(ctx, name, data)
+}
+
+// Sleep logs a wait, so that the log shows where each attempt ends.
+func (c *counterClient) Sleep(time.Duration) { c.log = append(c.log, "wait") }
 
 // touch is another writer: it changes name behind everyone's back.
 func (s *counters) touch(name string) {
@@ -207,17 +402,18 @@ func everyLoop() map[string]func(h *hooks, extra ...retry.Option) error {
 				api.touch("jobs")
 			}
 		}
+		api.beforePatch = api.beforeUpdate
 		get := func(ctx context.Context) (*Counter, error) { h.calls++; return api.Get(ctx, "jobs") }
 		mutate := func(c *Counter) error { h.calls++; c.Owner = "a"; return nil }
 		update := func(ctx context.Context, c *Counter) (*Counter, error) {
 			h.calls++
-			obj, err := api.Update(ctx, c)
-			if err != nil {
-				h.errs = append(h.errs, err)
-			}
-			return obj, err
+			return h.wrote(api.Update(ctx, c))
 		}
 		return api, get, mutate, update
+	}
+	typed := func(h *hooks) (hookedClient, func(*Counter) error) {
+		api, _, mutate, _ := writes(h)
+		return hookedClient{h: h, api: api}, mutate
 	}
 	return map[string]func(h *hooks, extra ...retry.Option) error{
 		"OnError": func(h *hooks, extra ...retry.Option) error {
@@ -247,6 +443,35 @@ func everyLoop() map[string]func(h *hooks, extra ...retry.Option) error {
 			_, err := retry.UpdateOnConflict(ctx, loopBackoff, nil, get, mutate, update, h.options(extra...)...)
 			return err
 		},
+		"PatchOnConflict": func(h *hooks, extra ...retry.Option) error {
+			api, get, mutate, _ := writes(h)
+			patch := func(ctx context.Context, c *Counter, data []byte) (*Counter, error) {
+				h.calls++
+				return h.wrote(api.Patch(ctx, c.Name, data))
+			}
+			_, err := retry.PatchOnConflict(ctx, loopBackoff, nil, get, mutate, patch, h.options(extra...)...)
+			return err
+		},
+		"Update": func(h *hooks, extra ...retry.Option) error {
+			c, mutate := typed(h)
+			_, err := retry.Update(ctx, loopBackoff, c, desired(), mutate, h.options(extra...)...)
+			return err
+		},
+		"UpdateStatus": func(h *hooks, extra ...retry.Option) error {
+			c, mutate := typed(h)
+			_, err := retry.UpdateStatus(ctx, loopBackoff, c, desired(), func(o *Counter) error { o.Status = "x"; return mutate(o) }, h.options(extra...)...)
+			return err
+		},
+		"Ensure": func(h *hooks, extra ...retry.Option) error {
+			c, mutate := typed(h)
+			_, _, err := retry.Ensure(ctx, loopBackoff, c, desired(), mutate, h.options(extra...)...)
+			return err
+		},
+		"Patch": func(h *hooks, extra ...retry.Option) error {
+			c, mutate := typed(h)
+			_, err := retry.Patch(ctx, loopBackoff, c, desired(), mutate, h.options(extra...)...)
+			return err
+		},
 		"CreateOrUpdate": func(h *hooks, extra ...retry.Option) error {
 			api, get, mutate, update := writes(h)
 			create := func(ctx context.Context, c *Counter) (*Counter, error) { h.calls++; return api.Create(ctx, c) }
@@ -254,6 +479,46 @@ func everyLoop() map[string]func(h *hooks, extra ...retry.Option) error {
 			return err
 		},
 	}
+}
+
+// wrote keeps a write's error, for the tests that look at each attempt's.
+func (h *hooks) wrote(obj *Counter, err error) (*Counter, error) {
+	if err != nil {
+		h.errs = append(h.errs, err)
+	}
+	return obj, err
+}
+
+// hookedClient is a typed client over api that counts each call in h and
+// keeps each write's error.
+type hookedClient struct {
+	h   *hooks
+	api *counters
+}
+
+func (c hookedClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*Counter, error) {
+	c.h.calls++
+	return c.api.Get(ctx, name)
+}
+
+func (c hookedClient) Create(ctx context.Context, obj *Counter, _ metav1.CreateOptions) (*Counter, error) {
+	c.h.calls++
+	return c.h.wrote(c.api.Create(ctx, obj))
+}
+
+func (c hookedClient) Update(ctx context.Context, obj *Counter, _ metav1.UpdateOptions) (*Counter, error) {
+	c.h.calls++
+	return c.h.wrote(c.api.Update(ctx, obj))
+}
+
+func (c hookedClient) UpdateStatus(ctx context.Context, obj *Counter, _ metav1.UpdateOptions) (*Counter, error) {
+	c.h.calls++
+	return c.h.wrote(c.api.UpdateStatus(ctx, obj))
+}
+
+func (c hookedClient) Patch(ctx context.Context, name string, _ types.PatchType, data []byte, _ metav1.PatchOptions, _ ...string) (*Counter, error) {
+	c.h.calls++
+	return c.h.wrote(c.api.Patch(ctx, name, data))
 }
 
 func TestMain(m *testing.M) {
@@ -273,6 +538,13 @@ func (r *recorder) Sleep(d time.Duration) {
 	if r.hook != nil {
 		r.hook()
 	}
+}
+
+// quotaConflict is the 409 that a kube-apiserver's ResourceQuota admission
+// returns when another kube-apiserver updated the namespace's quota first.
+func quotaConflict() error {
+	return apierrors.NewConflict(schema.GroupResource{Resource: "resourcequotas"}, "quota",
+		errors.New("the object has been modified; please apply your changes to the latest version and try again"))
 }
 
 // conflict returns a distinct 409 Conflict, so tests can tell which attempt's
@@ -410,3 +682,49 @@ func (c *calls) createOrUpdate(current *Counter, mutate func(*Counter) error, op
 type noMeta struct{ metav1.TypeMeta }
 
 func (n *noMeta) DeepCopyObject() runtime.Object { c := *n; return &c }
+
+// await returns once cond holds, polling in short real sleeps: other
+// goroutines have settled (they wait on a fake clock, or are done). It
+// fails the test after 10s.
+func await(t testing.TB, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// awaitWaiters returns once n goroutines wait on clk's timers: the calls a
+// hold keeps waiting have settled, so the test may move the clock.
+func awaitWaiters(t testing.TB, clk *testingclock.FakeClock, n int) {
+	t.Helper()
+	await(t, func() bool { return clk.Waiters() == n }, "goroutines wait on the clock: not %d", n)
+}
+
+// holdBudget is a Budget on clk with hold and no retry at all, so that the
+// first retry after a transient failure is refused and starts a hold.
+func holdBudget(clk *testingclock.FakeClock, hold time.Duration) *retry.Budget {
+	return &retry.Budget{Window: time.Minute, Hold: hold, Clock: clk}
+}
+
+// onHold returns a holdBudget on a fake clock at t0 whose hold has
+// started.
+func onHold(t testing.TB, hold time.Duration) (*testingclock.FakeClock, *retry.Budget) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(t0)
+	b := holdBudget(clk, hold)
+	startHold(t, b)
+	return clk, b
+}
+
+// startHold makes b refuse a retry after a transient failure, which
+// starts its hold.
+func startHold(t testing.TB, b *retry.Budget) {
+	t.Helper()
+	err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, func() error { return errDown },
+		retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+}

@@ -2,6 +2,8 @@ package retry
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 )
 
@@ -38,6 +40,53 @@ func (c loopContext) ended() bool {
 	return c.done != nil && c.ctx.Err() != nil
 }
 
+// call makes one attempt and reports whether its error may pass on
+// another attempt.
+func (f attemptFunc) call(ctx context.Context, retriable func(error) bool) (retry bool, err error) {
+	switch {
+	case f.plain != nil:
+		err = f.plain()
+	case f.withCtx != nil:
+		err = f.withCtx(ctx)
+	default:
+		return f.write(ctx)
+	}
+	return err != nil && retriable(err), err
+}
+
+// judge is what an attempt's err says (see the function judge), as far as
+// the loop needs it: a Budget observes every attempt; a context loop marks
+// the next attempt's context after a transient failure; any loop returns
+// at once an error a Budget refused. A plain loop without a Budget needs
+// only the last, which spares its failed attempts the cost of IsTransient.
+func (o *options) judge(c loopContext, err error, retry bool) outcome {
+	switch {
+	case err == nil || !retry && o.budget == nil:
+		return answered
+	case o.budget != nil || c.ctx != nil:
+		return judge(err)
+	case inTree(err, ErrBudgetExhausted):
+		return budgetRefused
+	}
+	return answered
+}
+
+// attemptContext is the context an attempt's fn gets: the loop's ctx,
+// marked for [Budget.WrapTransport] when the loop charges a Budget on the
+// wire itself (its transport then charges nothing for the attempt's
+// requests) or when the previous attempt failed transiently (a transport
+// then charges its requests as retries). Unmarked, it costs nothing.
+func (o *options) attemptContext(ctx context.Context, afterTransient bool) context.Context {
+	var own *Budget
+	if o.budget != nil && o.budget.resends.Load() != nil {
+		own = o.budget
+	}
+	if own == nil && !afterTransient {
+		return ctx
+	}
+	return markAttempt(ctx, own, afterTransient)
+}
+
 // run is the one loop behind every exported loop. retriable judges fn's
 // errors (nil for a write attempt, which judges its own). retryAfter is the loop's
 // default server-delay source (nil for none), which [WithRetryAfter]
@@ -57,38 +106,48 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 	o := options{retryAfter: retryAfter}
 	if len(opts) > 0 {
 		o.apply(opts, retryAfter)
-		if o.budgetSet {
-			if err := o.budget.Validate(); err != nil {
-				return err
-			}
+		if err := o.validate(fn.plain != nil); err != nil {
+			return err
 		}
 	}
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
+	afterTransient := false // the previous attempt failed transiently
 	for attempt := 1; ; attempt++ {
 		if c.ended() {
 			return o.done(attempt-1, newContextError(c.ctx, attempt-1, lastErr), false)
 		}
+		var probe uint64 // the first attempt's, when a hold lets it go as the probe
 		if attempt == 1 && o.budget != nil {
-			o.budget.deposit()
+			var err error
+			if probe, err = o.budget.admit(c.ctx, c.done); err != nil {
+				return o.done(0, err, false)
+			}
+		}
+		ctx := c.ctx
+		if ctx != nil {
+			ctx = o.attemptContext(ctx, afterTransient)
 		}
 		var err error
-		var retry bool
-		switch {
-		case fn.plain != nil:
-			err = fn.plain()
-			retry = err != nil && retriable(err)
-		case fn.withCtx != nil:
-			err = fn.withCtx(c.ctx)
-			retry = err != nil && retriable(err)
-		default:
-			retry, err = fn.write(c.ctx)
+		var retry, timedOut bool
+		if probe != 0 {
+			retry, timedOut, err = o.budget.probeAttempt(probe, &o, fn, ctx, retriable)
+		} else {
+			retry, timedOut, err = o.attempt(ctx, fn, retriable)
 		}
-		if !retry {
+		out := o.judge(c, err, retry)
+		if timedOut { // an attempt that ran out of its own time failed transiently
+			out = failedTransiently
+		}
+		if o.budget != nil {
+			o.budget.observe(attempt == 1, probe, out)
+		}
+		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)
 		}
 		lastErr = err
+		afterTransient = out == failedTransiently
 		if attempt >= steps {
 			return o.done(attempt, err, true)
 		}
@@ -114,7 +173,7 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 				return o.done(attempt, cerr, false)
 			}
 		}
-		if !final && o.budget != nil && !o.budget.withdraw() {
+		if !final && o.budget != nil && !o.budget.withdraw(afterTransient) {
 			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
 		}
 		if o.onRetry != nil {
@@ -128,6 +187,38 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 			return o.done(attempt, err, true)
 		}
 	}
+}
+
+// errAttemptTimeout is the cause of an attempt's context that its own
+// deadline ended (context.Cause tells it from the loop's).
+var errAttemptTimeout = errors.New("retry: the attempt's own deadline (WithAttemptTimeout) passed")
+
+// attempt is fn.call, under the attempt's own deadline when
+// [WithAttemptTimeout] set one: an attempt that ran out of its own time
+// (timedOut) may be followed by another whatever the predicate says.
+func (o *options) attempt(ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
+	if o.attemptTimeout <= 0 {
+		retry, err = fn.call(ctx, retriable)
+		return retry, false, err
+	}
+	attemptCtx, cancel := context.WithTimeoutCause(ctx, o.attemptTimeout, errAttemptTimeout)
+	defer cancel() // also when fn panics
+	retry, err = fn.call(attemptCtx, retriable)
+	timedOut = attemptTimedOut(ctx, attemptCtx, err)
+	return retry || timedOut, timedOut, err
+}
+
+// attemptTimedOut reports whether an attempt that failed with err ran out
+// of its own time: err is a timeout, the attempt's own deadline ended its
+// context, and the loop's context lives on.
+func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
+	// The attempt's cause is read first: a loop's context that ends passes
+	// its own cause to the attempt's only after it is done itself.
+	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil {
+		return false
+	}
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // contextEnds returns the error that ends the loop instead of a wait of d

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -35,6 +36,7 @@ const (
 	optOnDone
 	optFullJitter
 	optBudget
+	optAttemptTimeout
 )
 
 // WithSleeper makes every wait of the loop a call to s.Sleep, exactly once
@@ -139,17 +141,44 @@ func WithBudget(b *Budget) Option {
 	return Option{kind: optBudget, budget: b}
 }
 
+// WithAttemptTimeout gives each attempt a deadline of its own, d after it
+// starts: fn is called with a context derived from the loop's that ends
+// then (for [UpdateOnConflict], [CreateOrUpdate], [PatchOnConflict] and
+// their typed forms, one read-change-write, its read and its write
+// together). An attempt that ran out of its own time, one whose error
+// matches context.DeadlineExceeded or is a net.Error whose Timeout() is
+// true after its own deadline passed, is retried whatever the loop's
+// predicate says, while the loop's own context lives: [WithOnRetry] sees
+// it, a [Budget] charges it and the wait follows the Backoff as for any
+// retry. Any other error is judged as before, and the loop's own context
+// ends the loop as before. On exhaustion the last attempt's error is
+// returned.
+//
+// This bounds a request that a stalled server never answers, and retries
+// it. client-go's rest.Config.Timeout bounds it but cannot make it retried
+// reliably: it often expires as context.DeadlineExceeded itself, which no
+// predicate can tell from the caller's own deadline (see [IsTransient]).
+//
+// d of 0 means no attempt timeout. A negative d makes the loop return an
+// error at once, calling nothing, and so does a positive d given to a loop
+// whose fn takes no context ([OnError], [RetryOnConflict],
+// [OnRetryAfterError]), which could not stop an attempt.
+func WithAttemptTimeout(d time.Duration) Option {
+	return Option{kind: optAttemptTimeout, d: d}
+}
+
 type options struct {
-	sleeper       Sleeper
-	rand          func() float64
-	onRetry       func(RetryEvent)
-	onDone        func(DoneEvent)
-	retryAfter    func(error) (time.Duration, bool)
-	budget        *Budget
-	maxDelay      time.Duration
-	continueAtCap bool
-	fullJitter    bool
-	budgetSet     bool // WithBudget was given, maybe with nil
+	sleeper        Sleeper
+	rand           func() float64
+	onRetry        func(RetryEvent)
+	onDone         func(DoneEvent)
+	retryAfter     func(error) (time.Duration, bool)
+	budget         *Budget
+	maxDelay       time.Duration
+	attemptTimeout time.Duration
+	continueAtCap  bool
+	fullJitter     bool
+	budgetSet      bool // WithBudget was given, maybe with nil
 }
 
 // apply sets the options in order; WithRetryAfter(nil) restores
@@ -178,6 +207,25 @@ func (o *options) apply(opts []Option, defaultRetryAfter func(error) (time.Durat
 			o.fullJitter = true
 		case optBudget:
 			o.budget, o.budgetSet = opt.budget, true
+		case optAttemptTimeout:
+			o.attemptTimeout = opt.d
 		}
 	}
+}
+
+// validate checks the options that can be wrong; plain tells a loop whose
+// fn takes no context.
+func (o *options) validate(plain bool) error {
+	if o.budgetSet {
+		if err := o.budget.Validate(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case o.attemptTimeout < 0:
+		return fmt.Errorf("retry: WithAttemptTimeout(%v): the timeout must not be negative (0 means none)", o.attemptTimeout)
+	case o.attemptTimeout > 0 && plain:
+		return fmt.Errorf("retry: WithAttemptTimeout(%v) needs a loop whose fn takes a context: OnError, RetryOnConflict and OnRetryAfterError cannot end an attempt (use their WithContext variants)", o.attemptTimeout)
+	}
+	return nil
 }

@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Object is what [UpdateOnConflict] and [CreateOrUpdate] read, change and
-// write: a Kubernetes API object, such as *corev1.ConfigMap,
+// Object is what the write loops ([UpdateOnConflict], [CreateOrUpdate],
+// [PatchOnConflict] and their typed forms) read, change and write: a Kubernetes API object, such as *corev1.ConfigMap,
 // *unstructured.Unstructured or a custom resource's pointer type.
 // comparable lets the loops tell a nil pointer, the zero Object, from an
 // object.
@@ -39,7 +39,8 @@ var (
 //     stale cache. Neither current nor any object get returns is ever
 //     modified, so a get that reads a shared cache cannot corrupt it. With a
 //     nil get, a Conflict on the first attempt is returned as it is, since
-//     nothing could re-read.
+//     nothing could re-read (an attempt that ran out of its own
+//     [WithAttemptTimeout] is retried, on a copy of current again).
 //  2. mutate(obj) changes the copy in place. Its error ends the loop and is
 //     returned as it is; nothing is written. A mutate that changes the
 //     object's name or namespace ends the loop with an error naming both
@@ -102,8 +103,6 @@ func UpdateOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 		return zero, errNilGet
 	}
 	w := writer[T]{current: current, stored: current != zero, get: get, mutate: mutate, update: update}
-	if err := run(newLoopContext(ctx), backoff, nil, attemptFunc{write: w.attempt}, nil, opts); err != nil {
-		return zero, err
-	}
-	return w.result, nil
+	obj, _, err := w.run(ctx, backoff, opts)
+	return obj, err
 }

@@ -10,8 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// writer holds one UpdateOnConflict or CreateOrUpdate call's functions and
-// state; create is nil for UpdateOnConflict.
+// writer holds one write loop's functions and state: create is nil but
+// for CreateOrUpdate and Ensure, and patch nil but for PatchOnConflict and
+// Patch, which write with it instead of update.
 type writer[T Object] struct {
 	current  T
 	stored   bool // the first attempt works on a copy of current, without get
@@ -19,9 +20,19 @@ type writer[T Object] struct {
 	mutate   func(T) error
 	create   func(context.Context, T) (T, error)
 	update   func(context.Context, T) (T, error)
+	patch    func(context.Context, T, []byte) (T, error)
 	attempts int
 	result   T
 	did      Result
+}
+
+// run runs the loop of w's attempts and returns what the last one left.
+func (w *writer[T]) run(ctx context.Context, backoff Backoff, opts []Option) (T, Result, error) {
+	if err := run(newLoopContext(ctx), backoff, nil, attemptFunc{write: w.attempt}, nil, opts); err != nil {
+		var zero T
+		return zero, ResultUnchanged, err
+	}
+	return w.result, w.did, nil
 }
 
 // attempt is one read, change and write. It reports whether its error may
@@ -31,7 +42,9 @@ func (w *writer[T]) attempt(ctx context.Context) (retry bool, err error) {
 	w.attempts++
 	var zero T
 	original := w.current
-	if w.attempts > 1 || !w.stored {
+	// Without get (UpdateOnConflict's nil get) only an attempt that ran out
+	// of its own time is retried, on current again.
+	if !w.stored || w.attempts > 1 && w.get != nil {
 		got, err := w.get(ctx)
 		switch {
 		case err != nil && w.create != nil && apierrors.IsNotFound(err):
@@ -65,7 +78,16 @@ func (w *writer[T]) attempt(ctx context.Context) (retry bool, err error) {
 		w.result, w.did = obj, ResultUnchanged
 		return false, nil
 	}
-	updated, err := w.update(ctx, obj)
+	var updated T
+	if w.patch != nil {
+		var sent bool
+		if updated, sent, err = w.sendPatch(ctx, before, obj); err == nil && !sent {
+			w.result, w.did = obj, ResultUnchanged
+			return false, nil
+		}
+	} else {
+		updated, err = w.update(ctx, obj)
+	}
 	if err != nil {
 		// A NotFound: deleted meanwhile, which only CreateOrUpdate mends.
 		return w.retriable(err, isRetriableConflict(err) || w.create != nil && apierrors.IsNotFound(err))
@@ -102,7 +124,9 @@ func (w *writer[T]) createFromCurrent(ctx context.Context) (retry bool, err erro
 	}
 	created, err := w.create(ctx, obj)
 	if err != nil {
-		return w.retriable(err, apierrors.IsAlreadyExists(err))
+		// A create carries no resourceVersion, so its Conflict is never the
+		// object's own: a quota admission's race on an HA control plane.
+		return w.retriable(err, apierrors.IsAlreadyExists(err) || isRetriableConflict(err))
 	}
 	w.result, w.did = created, ResultCreated
 	return false, nil

@@ -46,6 +46,33 @@ func TestWritesRefuseARenamingMutate(t *testing.T) {
 			_, _, err := c.createOrUpdate(desired(), move)
 			return err
 		}, false, `"jobs" to "elsewhere/jobs"`},
+		{"PatchOnConflict", func(c *calls) error {
+			_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, nil, c.get, rename,
+				func(ctx context.Context, o *Counter, data []byte) (*Counter, error) {
+					return c.api.Patch(ctx, o.Name, data)
+				}, retry.WithSleeper(c))
+			return err
+		}, true, `"jobs" to "other"`},
+		{"Update", func(c *calls) error {
+			_, err := retry.Update(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), rename, retry.WithSleeper(c))
+			return err
+		}, true, `"jobs" to "other"`},
+		{"UpdateStatus", func(c *calls) error {
+			_, err := retry.UpdateStatus(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, c.cached(t), move, retry.WithSleeper(c))
+			return err
+		}, true, `"jobs" to "elsewhere/jobs"`},
+		{"Ensure, update path", func(c *calls) error {
+			_, _, err := retry.Ensure(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), rename, retry.WithSleeper(c))
+			return err
+		}, true, `"jobs" to "other"`},
+		{"Ensure, create path", func(c *calls) error {
+			_, _, err := retry.Ensure(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), move, retry.WithSleeper(c))
+			return err
+		}, false, `"jobs" to "elsewhere/jobs"`},
+		{"Patch", func(c *calls) error {
+			_, err := retry.Patch(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, c.cached(t), rename, retry.WithSleeper(c))
+			return err
+		}, true, `"jobs" to "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -56,7 +83,7 @@ func TestWritesRefuseARenamingMutate(t *testing.T) {
 			err := tc.run(c)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "retry: mutate changed the object's key from "+tc.want)
-			assert.Zero(t, c.api.updates+c.api.creates, "nothing written")
+			assert.Zero(t, c.api.updates+c.api.creates+c.api.statusUpdates+c.api.patches, "nothing written")
 			assert.NotContains(t, c.log, "wait", "no retry")
 		})
 	}
@@ -91,6 +118,9 @@ func TestWritesNeverModifyGetsObject(t *testing.T) {
 			assert.Equal(t, snapshot, cache, "UpdateOnConflict")
 			_, _, _ = retry.CreateOrUpdate(context.Background(), b, desired(), get, mutate, update, update, retry.WithSleeper(noSleep{}))
 			assert.Equal(t, snapshot, cache, "CreateOrUpdate")
+			patch := func(ctx context.Context, obj *Counter, _ []byte) (*Counter, error) { return update(ctx, obj) }
+			_, _ = retry.PatchOnConflict(context.Background(), b, nil, get, mutate, patch, retry.WithSleeper(noSleep{}))
+			assert.Equal(t, snapshot, cache, "PatchOnConflict")
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -31,7 +32,7 @@ func testApplyConflict(t *testing.T, s *testserver.Server) {
 	ns := createNamespace(t, s, "apply-")
 	const name = "applied"
 
-	var wire statusCounter
+	var wire reqcount.Counter
 	client, err := kubernetes.NewForConfig(wire.Config(s.Config))
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +45,8 @@ func testApplyConflict(t *testing.T, s *testserver.Server) {
 	if _, err := applyAs(ctx, "manager-a", "a"); err != nil {
 		t.Fatal(err)
 	}
-	patches := func() int { return wire.count("patch", "configmaps", -1) }
-	refused := func() int { return wire.count("patch", "configmaps", 409) }
+	patches := func() int { return wire.Outcomes().Status("patch", "configmaps", reqcount.AnyCode) }
+	refused := func() int { return wire.Outcomes().Status("patch", "configmaps", 409) }
 
 	// A fast backoff: what is counted is attempts, not time.
 	backoff := retry.Backoff{Steps: 5, Duration: time.Millisecond, Factor: 1, Jitter: 0.1}

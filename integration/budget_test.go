@@ -22,6 +22,7 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/faultproxy"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -298,15 +299,13 @@ func (e *outageEnv) run(t *testing.T, ctx context.Context, run *outageRun) *outa
 	mark(phaseAfter)
 	proxy.SetOutage(false)
 	sleepCtx(ctx, outageAfter)
-	for deadline := time.Now().Add(outageAfterMax - outageAfter); time.Now().Before(deadline) && ctx.Err() == nil; {
+	// Then on until every writer has succeeded since the outage, or the
+	// bound: the checks below tell which.
+	_ = poll.Until(ctx, 50*time.Millisecond, outageAfterMax-outageAfter, func() bool {
 		res.mu.Lock()
-		all := !slices.Contains(res.succeededAfter(), false)
-		res.mu.Unlock()
-		if all {
-			break
-		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
+		defer res.mu.Unlock()
+		return !slices.Contains(res.succeededAfter(), false)
+	})
 	// Stop: no call starts from now on; the calls in flight end.
 	stop()
 	q.ShutDown()

@@ -8,24 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -192,43 +186,19 @@ func testCreateOrUpdateControllerRuntime(t *testing.T, s *testserver.Server) {
 		t.Fatal(err)
 	}
 
-	ctrllog.SetLogger(logr.Discard())
-	var wire reqcount.Counter
-	mgr, err := manager.New(wire.Config(s.Config), manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &childKeeper{
-		parent: parentKey, child: childKey,
-		cached: mgr.GetClient(), live: mgr.GetAPIReader(), scheme: mgr.GetScheme(),
-		results: map[retry.Result]int{},
-	}
 	// One watch on ConfigMaps: an event on the parent or the child
 	// reconciles the parent.
-	if err := builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("childkeeper").Complete(k); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
+	var wire reqcount.Counter
+	var k *childKeeper
+	stop := startManager(t, ctx, s, ns, "childkeeper", &wire, func(mgr manager.Manager) reconcile.Reconciler {
+		k = &childKeeper{
+			parent: parentKey, child: childKey,
+			cached: mgr.GetClient(), live: mgr.GetAPIReader(), scheme: mgr.GetScheme(),
+			results: map[retry.Result]int{},
 		}
-		stopped = true
-		stopMgr()
-		return <-mgrDone
-	}
+		return k
+	})
 	defer stop()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's cache did not sync")
-	}
 
 	// The other writer: deletes the child, tampers with its data, and now
 	// and then changes the parent's value, as fast as it can, until the
@@ -270,7 +240,7 @@ func testCreateOrUpdateControllerRuntime(t *testing.T, s *testserver.Server) {
 	// Converged: the child has the parent's last value and its owner
 	// reference, and the reconciler has found that very version right.
 	var final *corev1.ConfigMap
-	err = pollUntil(ctx, func() bool {
+	err = poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool {
 		cm, err := cms.Get(ctx, childKey.Name, metav1.GetOptions{})
 		if err != nil {
 			return false

@@ -3,7 +3,6 @@ package integration_test
 import (
 	"context"
 	"net"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/faultproxy"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 )
 
 // TestClientGoRetriesReset measures, on the wire, what a retry loop
@@ -45,9 +45,10 @@ func TestClientGoRetriesReset(t *testing.T) {
 	defer proxy.Close()
 	proxy.SetOutage(true)
 
-	// Each client records when each of its requests reached the transport.
+	// Each client records its requests on the wire; sent is when each
+	// reached the transport.
 	type client struct {
-		mu    sync.Mutex
+		wire  *reqcount.Counter
 		sent  []time.Time
 		cs    kubernetes.Interface
 		start time.Time
@@ -55,21 +56,13 @@ func TestClientGoRetriesReset(t *testing.T) {
 		err   error
 	}
 	newClient := func() *client {
-		c := &client{}
-		cs, err := kubernetes.NewForConfig(&rest.Config{
+		c := &client{wire: &reqcount.Counter{KeepRequests: true}}
+		cs, err := kubernetes.NewForConfig(c.wire.Config(&rest.Config{
 			Host:            "https://" + proxy.Addr(),
 			TLSClientConfig: rest.TLSClientConfig{Insecure: true}, // no handshake ever completes
 			QPS:             1000,
 			Burst:           1000,
-			WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
-				return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-					c.mu.Lock()
-					c.sent = append(c.sent, time.Now())
-					c.mu.Unlock()
-					return rt.RoundTrip(req)
-				})
-			},
-		})
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +104,9 @@ func TestClientGoRetriesReset(t *testing.T) {
 
 	for _, call := range calls {
 		c := call.c
+		for _, r := range c.wire.Requests() { // one at a time: in the order sent
+			c.sent = append(c.sent, r.Start)
+		}
 		var gaps []time.Duration
 		for i := 1; i < len(c.sent); i++ {
 			gaps = append(gaps, c.sent[i].Sub(c.sent[i-1]).Round(10*time.Millisecond))

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -169,41 +170,13 @@ func testControllerRuntime(t *testing.T, s *testserver.Server) {
 		t.Fatal(err)
 	}
 
-	// The manager's log says nothing this test checks; without a logger
-	// controller-runtime complains on standard error after 30s.
-	ctrllog.SetLogger(logr.Discard())
-	var wire reqcount.Counter // every request of the manager: cache, API reader, writes
-	mgr, err := manager.New(wire.Config(s.Config), manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		// -count=N builds the same controller again in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	var wire reqcount.Counter
+	var d *doubler
+	stop := startManager(t, ctx, s, ns, "doubler", &wire, func(mgr manager.Manager) reconcile.Reconciler {
+		d = &doubler{target: target, cached: mgr.GetClient(), live: mgr.GetAPIReader()}
+		return d
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &doubler{target: target, cached: mgr.GetClient(), live: mgr.GetAPIReader()}
-	if err := builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("doubler").Complete(d); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, stopMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	stopped := false
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		stopMgr()
-		return <-mgrDone
-	}
 	defer stop()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's cache did not sync")
-	}
 
 	// The other writer changes valueKey as fast as it can, each change a
 	// read-change-write of its own, until the reconciler has met a few
@@ -291,6 +264,59 @@ func testControllerRuntime(t *testing.T, s *testserver.Server) {
 	if d.noops == 0 {
 		t.Error("no reconcile skipped the update, not even after the reconciler's own write")
 	}
+}
+
+// startManager starts a controller-runtime manager on s that caches ns
+// and sends every request (cache, API reader, writes) through wire, with
+// one controller, name, watching ConfigMaps, whose reconciler
+// newReconciler returns; it waits for the cache to sync. stop stops the
+// manager, the first time it is called, and returns what its Start
+// returned.
+func startManager(t *testing.T, ctx context.Context, s *testserver.Server, ns, name string, wire *reqcount.Counter,
+	newReconciler func(manager.Manager) reconcile.Reconciler) (stop func() error) {
+	t.Helper()
+	mgr := newManager(t, wire.Config(s.Config), ns)
+	if err := builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named(name).Complete(newReconciler(mgr)); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		stopMgr()
+		return <-mgrDone
+	}
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		stop()
+		t.Fatal("the manager's cache did not sync")
+	}
+	return stop
+}
+
+// newManager returns a manager, not started, whose clients use cfg and
+// whose cache holds ns, without leader election, metrics or probes.
+func newManager(t *testing.T, cfg *rest.Config, ns string) manager.Manager {
+	t.Helper()
+	// The manager's log says nothing the tests check; without a logger
+	// controller-runtime complains on standard error after 30s.
+	ctrllog.SetLogger(logr.Discard())
+	mgr, err := manager.New(cfg, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         false,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// -count=N builds the same controller again in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
 }
 
 // formatCounts lists c's verbs for resource, e.g. "get 3, update 5".

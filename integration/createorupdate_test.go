@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/poll"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -35,7 +37,7 @@ func testCreateOrUpdateRace(t *testing.T, s *testserver.Server) {
 	ns := createNamespace(t, s, "race-")
 	const name, writers = "shared", 16
 
-	var wire statusCounter
+	var wire reqcount.Counter
 	client, err := kubernetes.NewForConfig(wire.Config(s.Config))
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +119,10 @@ func testCreateOrUpdateRace(t *testing.T, s *testserver.Server) {
 			t.Errorf("writer %d posted %d times: after AlreadyExists the object exists, so it can only update", i, c.creates)
 		}
 	}
-	posts, posted := wire.count("create", "configmaps", -1), wire.count("create", "configmaps", 201)
-	post409, getAll, get404 := wire.count("create", "configmaps", 409), wire.count("get", "configmaps", -1), wire.count("get", "configmaps", 404)
-	puts, put200, put409 := wire.count("update", "configmaps", -1), wire.count("update", "configmaps", 200), wire.count("update", "configmaps", 409)
+	onWire := wire.Outcomes()
+	posts, posted := onWire.Status("create", "configmaps", reqcount.AnyCode), onWire.Status("create", "configmaps", 201)
+	post409, getAll, get404 := onWire.Status("create", "configmaps", 409), onWire.Status("get", "configmaps", reqcount.AnyCode), onWire.Status("get", "configmaps", 404)
+	puts, put200, put409 := onWire.Status("update", "configmaps", reqcount.AnyCode), onWire.Status("update", "configmaps", 200), onWire.Status("update", "configmaps", 409)
 	t.Logf("%d writers: results %v; loops: %d gets (%d NotFound), %d creates (%d AlreadyExists), %d updates (%d Conflicts), at most %d attempts in a call",
 		writers, results, sum.gets, sum.notFound, sum.creates, sum.alreadyExists, sum.updates, sum.conflicts, maxAttempts)
 	t.Logf("on the wire: %d POST (%d created, %d 409), %d GET (%d 404), %d PUT (%d 200, %d 409); %.2f requests per call",
@@ -191,7 +194,7 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 		t.Fatal(err)
 	}
 	var cached *corev1.ConfigMap
-	if err := pollUntil(ctx, func() bool { cached, err = lister.Get(name); return err == nil }); err != nil {
+	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool { cached, err = lister.Get(name); return err == nil }); err != nil {
 		t.Fatalf("the informer never saw %s: %v", name, err)
 	}
 	snapshot := cached.DeepCopy()
@@ -199,7 +202,7 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 		t.Fatal(err)
 	}
 
-	var wire statusCounter
+	var wire reqcount.Counter
 	client, err := kubernetes.NewForConfig(wire.Config(s.Config))
 	if err != nil {
 		t.Fatal(err)
@@ -223,15 +226,16 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 		func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 			return cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "reconciler"})
 		})
-	t.Logf("result %s, err %v; on the wire: %s", result, err, wire.String())
+	onWire := wire.Outcomes()
+	t.Logf("result %s, err %v; on the wire: %s", result, err, onWire)
 	if err != nil || result != retry.ResultCreated {
 		t.Fatalf("CreateOrUpdate from a deleted cached object: %s, %v; want %s, nil", result, err, retry.ResultCreated)
 	}
-	if n := [3]int{wire.count("update", "configmaps", 404), wire.count("get", "configmaps", 404), wire.count("create", "configmaps", 201)}; n != [3]int{1, 1, 1} {
+	if n := [3]int{onWire.Status("update", "configmaps", 404), onWire.Status("get", "configmaps", 404), onWire.Status("create", "configmaps", 201)}; n != [3]int{1, 1, 1} {
 		t.Errorf("PUT 404, GET 404, POST 201: %v, want one each", n)
 	}
-	if total := wire.count("update", "configmaps", -1) + wire.count("get", "configmaps", -1) + wire.count("create", "configmaps", -1); total != 3 {
-		t.Errorf("%d ConfigMap requests, want 3: %s", total, wire.String())
+	if total := onWire.Status("update", "configmaps", reqcount.AnyCode) + onWire.Status("get", "configmaps", reqcount.AnyCode) + onWire.Status("create", "configmaps", reqcount.AnyCode); total != 3 {
+		t.Errorf("%d ConfigMap requests, want 3: %s", total, onWire)
 	}
 	if got.UID == orig.UID || got.Data["kept"] != "yes" || got.Data["reconciled"] != "yes" || got.Data["dropped"] != "" || got.Labels["app"] != "x" {
 		t.Errorf("recreated object: uid %s (old %s), data %v, labels %v; want a new uid, the cached data and mutate's key",
@@ -245,18 +249,4 @@ func testCreateOrUpdateFromDeletedCache(t *testing.T, s *testserver.Server) {
 	if !equality.Semantic.DeepEqual(cached, snapshot) {
 		t.Error("CreateOrUpdate modified the informer's cached object")
 	}
-}
-
-// pollUntil calls cond every 10ms until it is true or ctx or 20s end.
-func pollUntil(ctx context.Context, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return nil
 }

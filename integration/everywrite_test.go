@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -207,17 +209,18 @@ func testEveryWrite(t *testing.T, s *testserver.Server) {
 // counted by verb, resource and status, with a hook that can run a
 // competing write just before a chosen request.
 type writeEnv struct {
-	base   *rest.Config
-	wire   *statusCounter
-	client kubernetes.Interface // counted, hooked
-	admin  kubernetes.Interface // neither: the competing writer
+	base    *rest.Config
+	wire    *reqcount.Counter
+	counted *rest.Config         // client's: counted, hooked
+	client  kubernetes.Interface // counted, hooked
+	admin   kubernetes.Interface // neither: the competing writer
 
 	mu   sync.Mutex
 	hook map[reqcount.Key]func() // run once, before the next such request
 }
 
 func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
-	w := &writeEnv{base: cfg, wire: &statusCounter{}, hook: map[reqcount.Key]func(){}}
+	w := &writeEnv{base: cfg, wire: &reqcount.Counter{}, hook: map[reqcount.Key]func(){}}
 	counted := w.wire.Config(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -232,6 +235,7 @@ func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
 			return rt.RoundTrip(req)
 		})
 	})
+	w.counted = counted
 	var err error
 	if w.client, err = kubernetes.NewForConfig(counted); err != nil {
 		t.Fatal(err)
@@ -241,6 +245,11 @@ func newWriteEnv(t *testing.T, cfg *rest.Config) *writeEnv {
 	}
 	return w
 }
+
+// roundTripperFunc is a transport that is a function.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // before runs f once, just before the next request of verb to resource
 // goes out.
@@ -263,30 +272,20 @@ func (w *writeEnv) namespace(t *testing.T, prefix string) string {
 // sent returns the requests of verb to resource answered with code (-1:
 // any) during f.
 func (w *writeEnv) sent(verb, resource string, code int, f func()) int {
-	before := w.wire.count(verb, resource, code)
+	before := w.wire.Outcomes().Status(verb, resource, code)
 	f()
-	return w.wire.count(verb, resource, code) - before
+	return w.wire.Outcomes().Status(verb, resource, code) - before
 }
 
-// requests returns every request of resource's verbs that f sent, as
+// requests returns every request to resource that f sent, as
 // "verb code" -> count.
 func (w *writeEnv) requests(resource string, f func()) map[string]int {
-	verbs := []string{"get", "create", "update", "patch", "delete"}
-	codes := []int{200, 201, 404, 409}
-	before := map[string]int{}
-	for _, v := range verbs {
-		for _, c := range codes {
-			before[fmt.Sprintf("%s %d", v, c)] = w.wire.count(v, resource, c)
-		}
-	}
+	before := w.wire.Outcomes().Of(resource)
 	f()
-	out := map[string]int{}
-	for _, v := range verbs {
-		for _, c := range codes {
-			k := fmt.Sprintf("%s %d", v, c)
-			if n := w.wire.count(v, resource, c) - before[k]; n != 0 {
-				out[k] = n
-			}
+	out := w.wire.Outcomes().Of(resource)
+	for k, n := range before {
+		if out[k] -= n; out[k] == 0 {
+			delete(out, k)
 		}
 	}
 	return out
@@ -301,8 +300,17 @@ func wantRequests(t *testing.T, what string, got, want map[string]int) {
 }
 
 func testQuickStart(t *testing.T, w *writeEnv) {
-	ctx := t.Context()
 	ns := w.namespace(t, "quickstart-")
+	createdThenUnchanged(t, w, "quick start", func() (*corev1.ConfigMap, retry.Result, error) {
+		return quickStart(t.Context(), w.client, ns, "app")
+	})
+}
+
+// createdThenUnchanged calls write twice: the first call must create the
+// ConfigMap with the label example.com/phase=ready (a GET 404, a POST), the
+// second find it so (a GET).
+func createdThenUnchanged(t *testing.T, w *writeEnv, what string, write func() (*corev1.ConfigMap, retry.Result, error)) {
+	t.Helper()
 	for _, want := range []struct {
 		result retry.Result
 		wire   map[string]int
@@ -313,9 +321,9 @@ func testQuickStart(t *testing.T, w *writeEnv) {
 		var cm *corev1.ConfigMap
 		var result retry.Result
 		var err error
-		wantRequests(t, string(want.result), w.requests("configmaps", func() { cm, result, err = quickStart(ctx, w.client, ns, "app") }), want.wire)
+		wantRequests(t, what+", "+string(want.result), w.requests("configmaps", func() { cm, result, err = write() }), want.wire)
 		if err != nil || result != want.result || cm.Labels["example.com/phase"] != "ready" {
-			t.Errorf("quick start: %s, %v, labels %v; want %s and the label", result, err, cm.Labels, want.result)
+			t.Errorf("%s: %s, %v, labels %v; want %s and the label", what, result, err, cm.Labels, want.result)
 		}
 	}
 }
@@ -328,7 +336,7 @@ func testSetPhase(t *testing.T, w *writeEnv) {
 		t.Fatal(err)
 	}
 	var cached *corev1.ConfigMap
-	if err := pollUntil(ctx, func() bool { var err error; cached, err = lister.Get("app"); return err == nil }); err != nil {
+	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool { var err error; cached, err = lister.Get("app"); return err == nil }); err != nil {
 		t.Fatal(err)
 	}
 	cms := w.client.CoreV1().ConfigMaps(ns)

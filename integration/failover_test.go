@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry/integration/internal/ha"
+	"github.com/kuberetry/retry/integration/internal/poll"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -35,8 +37,8 @@ const (
 // has a clientset of its own (a connection of its own), so they spread
 // over the two apiservers, and each change is an idempotent
 // read-change-write through the composition TestFaults uses: an outer
-// retry.OnErrorValue with retry.IsTransient around an inner
-// retry.UpdateOnConflict with the typed client's Get and Update. During
+// retry.OnErrorValue with retry.IsTransient around an inner retry.Update
+// on the typed ConfigMap client. During
 // the run one apiserver is stopped (the balancer takes it out of rotation,
 // which resets its connections) and later replaced by a new one on the
 // same prefix, put into rotation; then the etcd leader is crashed, and
@@ -64,18 +66,18 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("create configmap: %v", err)
 	}
 
-	wire := &faultWire{}
-	requests := &reqcount.Counter{}
+	// Every writer's requests are counted and classified on the wire, and
+	// the last failure (conflicts aside) is kept, to tell when a fault's
+	// effect ended.
+	wire := &reqcount.Counter{OnDone: fig.noteFailure}
 	clients := make([]kubernetes.Interface, faultWriters)
 	for i := range clients {
-		cfg := requests.Config(cp.Config())
-		cfg.Wrap(wire.wrap)
-		if clients[i], err = kubernetes.NewForConfig(cfg); err != nil {
+		if clients[i], err = kubernetes.NewForConfig(wire.Config(cp.Config())); err != nil {
 			t.Fatal(err)
 		}
 	}
 	w := &faultWorkload{clients: clients, ns: ns, name: name, stop: make(chan struct{}), maxCalls: failoverMaxCalls}
-	fig.w, fig.wire, fig.requests, fig.cp = w, wire, requests, cp
+	fig.w, fig.wire = w, wire
 	// The figures are logged however the test ends, so a failure shows
 	// how far the faults got.
 	defer func() { t.Logf("failover on an HA control plane:\n%s", fig) }()
@@ -201,20 +203,19 @@ func TestFailover(t *testing.T) {
 
 	// Both loops had work: the faults reached the outer loop, and the
 	// writers contended.
-	if transient := w.retries.Load() - int64(w.retried(faultConflict)); transient == 0 {
+	if transient := w.retries.Load() - int64(w.retried(reqcount.Conflict)); transient == 0 {
 		t.Errorf("the outer loop retried nothing: client-go absorbed every fault")
 	}
-	if w.retried(faultConflict) == 0 {
+	if w.retried(reqcount.Conflict) == 0 {
 		t.Errorf("the inner loop retried no Conflict: %d writers did not contend", faultWriters)
 	}
 }
 
 // failoverFigures are what TestFailover logs: each phase, and the totals.
 type failoverFigures struct {
-	w        *faultWorkload
-	wire     *faultWire
-	requests *reqcount.Counter
-	cp       *ha.ControlPlane
+	w         *faultWorkload
+	wire      *reqcount.Counter
+	lastFault atomic.Int64 // when the last request that failed, conflicts aside, ended (UnixNano)
 
 	startup time.Duration // the control plane's start
 	spread  [2]int64      // the writers' first connections to each apiserver
@@ -222,6 +223,22 @@ type failoverFigures struct {
 	wall    time.Duration // the writers' run
 
 	outcome faultOutcome
+}
+
+// noteFailure keeps when r ended if it failed, conflicts aside.
+func (f *failoverFigures) noteFailure(r reqcount.Request) {
+	if r.Class != reqcount.None && r.Class != reqcount.Conflict {
+		f.lastFault.Store(r.End.UnixNano())
+	}
+}
+
+// lastFailure returns when the last request that failed, conflicts aside,
+// ended; zero if none did.
+func (f *failoverFigures) lastFailure() time.Time {
+	if ns := f.lastFault.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // failoverPhase is what happened from the start of a fault (or of a
@@ -232,12 +249,12 @@ type failoverPhase struct {
 	fault        bool // it must make requests fail
 	start        time.Time
 
-	before    [numFaultClasses]int
+	before    reqcount.Outcomes
 	sentFrom  reqcount.Counts
-	failed    [numFaultClasses]int // failures on the wire during the phase, by class
-	sent      int                  // ConfigMap requests sent during it
-	lastFail  time.Duration        // from the start to the last failure that was not a conflict; 0 for none
-	recovered time.Duration        // from the start to the first success after the last failure
+	failed    map[reqcount.Class]int // failures on the wire during the phase, by class
+	sent      int                    // ConfigMap requests sent during it
+	lastFail  time.Duration          // from the start to the last failure that was not a conflict; 0 for none
+	recovered time.Duration          // from the start to the first success after the last failure
 	done      bool
 	finished  time.Time // when end returned
 }
@@ -247,10 +264,9 @@ type failoverPhase struct {
 // flight, so that the fault meets some.
 func (f *failoverFigures) phase(t *testing.T, name string, fault bool) *failoverPhase {
 	if fault {
-		faultWaitFor(t, "requests in flight before "+name, 10*time.Second, func() bool { return f.wire.inFlight.Load() >= 2 })
+		faultWaitFor(t, "requests in flight before "+name, 10*time.Second, func() bool { return f.wire.InFlight() >= 2 })
 	}
-	ph := &failoverPhase{f: f, name: name, fault: fault, sentFrom: f.requests.Snapshot()}
-	ph.before, _ = f.wire.snapshot()
+	ph := &failoverPhase{f: f, name: name, fault: fault, sentFrom: f.wire.Snapshot(), before: f.wire.Outcomes()}
 	ph.start = time.Now()
 	f.phases = append(f.phases, ph)
 	return ph
@@ -264,8 +280,8 @@ func (f *failoverFigures) phase(t *testing.T, name string, fault bool) *failover
 // none fail did not bite.
 func (ph *failoverPhase) end(t *testing.T) {
 	t.Helper()
-	if !faultPoll(failoverRecover, func() bool {
-		_, last := ph.f.wire.snapshot()
+	if poll.Until(context.Background(), faultPollInterval, failoverRecover, func() bool {
+		last := ph.f.lastFailure()
 		from := ph.start
 		if last.After(from) {
 			from = last
@@ -276,17 +292,18 @@ func (ph *failoverPhase) end(t *testing.T) {
 		end, ok := ph.f.w.firstSuccessAfter(from)
 		ph.recovered = end.Sub(ph.start)
 		return ok
-	}) {
+	}) != nil {
 		t.Fatalf("%s: no call returned nil within %v", ph.name, failoverRecover)
 	}
-	after, last := ph.f.wire.snapshot()
-	for c := range ph.failed {
-		ph.failed[c] = after[c] - ph.before[c]
+	after := ph.f.wire.Outcomes()
+	ph.failed = map[reqcount.Class]int{}
+	for _, c := range reqcount.Classes() {
+		ph.failed[c] = after.Failed(c) - ph.before.Failed(c)
 	}
-	if last.After(ph.start) {
+	if last := ph.f.lastFailure(); last.After(ph.start) {
 		ph.lastFail = last.Sub(ph.start)
 	}
-	ph.sent = ph.f.requests.Snapshot().Sub(ph.sentFrom).Resource("configmaps")
+	ph.sent = ph.f.wire.Snapshot().Sub(ph.sentFrom).Resource("configmaps")
 	ph.done, ph.finished = true, time.Now()
 }
 
@@ -311,7 +328,7 @@ func (ph *failoverPhase) bit() bool { return ph.faults() > 0 }
 func (ph *failoverPhase) faults() int {
 	n := 0
 	for c, v := range ph.failed {
-		if faultClass(c) != faultConflict {
+		if c != reqcount.Conflict {
 			n += v
 		}
 	}
@@ -321,15 +338,15 @@ func (ph *failoverPhase) faults() int {
 // classes lists the phase's failures by class, conflicts last.
 func (ph *failoverPhase) classes() string {
 	var parts []string
-	for c, v := range ph.failed {
-		if v > 0 && faultClass(c) != faultConflict {
-			parts = append(parts, fmt.Sprintf("%s %d", faultClass(c), v))
+	for _, c := range reqcount.Classes() {
+		if v := ph.failed[c]; v > 0 && c != reqcount.Conflict {
+			parts = append(parts, fmt.Sprintf("%s %d", c, v))
 		}
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "none")
 	}
-	return strings.Join(parts, ", ") + fmt.Sprintf("; conflicts %d", ph.failed[faultConflict])
+	return strings.Join(parts, ", ") + fmt.Sprintf("; conflicts %d", ph.failed[reqcount.Conflict])
 }
 
 func (f *failoverFigures) String() string {
@@ -361,7 +378,7 @@ func (f *failoverFigures) String() string {
 		"failed: requests that failed on the wire, conflicts aside; last failure, writes again: after the phase's start, the last such failure " +
 		"and the end of the first call begun after it that returned nil; calls hit: calls whose outer IsTransient loop retried in the phase, " +
 		"all returned: after the phase's start, when the last of them returned)\n")
-	all := f.requests.Snapshot()
+	all := f.wire.Snapshot()
 	writeFaultClasses(&b, f.wire, f.w, fmt.Sprintf("requests on the wire (reqcount): %d to configmaps (get %d, update %d)",
 		all.Resource("configmaps"), all[reqcount.Key{Verb: "get", Resource: "configmaps"}], all[reqcount.Key{Verb: "update", Resource: "configmaps"}]))
 	return b.String()

@@ -2,21 +2,17 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +20,8 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/internal/faultproxy"
+	"github.com/kuberetry/retry/integration/internal/poll"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -42,6 +40,9 @@ const (
 	faultResponseTimeout = time.Second
 	faultDelay           = faultResponseTimeout + time.Second
 	faultDelayMax        = 10 * time.Second
+	// faultPollInterval is how often the schedule looks whether what it
+	// waits for has happened.
+	faultPollInterval = 5 * time.Millisecond
 	// faultToken authenticates the writers to both apiservers, the first
 	// and the one that replaces it.
 	faultToken = "kuberetry-faults"
@@ -61,8 +62,9 @@ var (
 // TestFaults has 16 writers each add keys of their own to one ConfigMap,
 // every change an idempotent read-change-write through the composition
 // that rides out a failing apiserver: an outer retry.OnErrorValue with
-// retry.IsTransient and a long backoff around an inner
-// retry.UpdateOnConflict. The writers reach the apiserver through a
+// retry.IsTransient and a long backoff around an inner retry.Update
+// (UpdateOnConflict through the typed client, reading first: the object it
+// is given is built, without a resourceVersion). The writers reach the apiserver through a
 // fault-injecting proxy, which meanwhile resets every open connection 5
 // times, switches to a new apiserver started on the same etcd data after
 // the first one stopped, and holds every response back for longer than the
@@ -101,11 +103,11 @@ func TestFaults(t *testing.T) {
 		ResponseHeaderTimeout: faultResponseTimeout,
 	})
 	defer transport.CloseIdleConnections()
-	wire := &faultWire{}
+	wire := &reqcount.Counter{}
 	client, err := kubernetes.NewForConfig(&rest.Config{
 		Host:        "https://" + proxy.Addr(),
 		BearerToken: faultToken,
-		Transport:   wire.wrap(transport),
+		Transport:   wire.Wrap(transport),
 		QPS:         1000,
 		Burst:       10000,
 	})
@@ -138,16 +140,16 @@ func TestFaults(t *testing.T) {
 	// repeated, and counted.
 	reset := func(i int) {
 		for try := 1; ; try++ {
-			before := wire.count(faultResetClasses...)
+			before := wire.Outcomes().Failed(faultResetClasses...)
 			n := 0
 			faultWaitFor(t, fmt.Sprintf("requests in flight for reset %d", i), 10*time.Second, func() bool {
-				if wire.inFlight.Load() < 2 || proxy.Open() == 0 {
+				if wire.InFlight() < 2 || proxy.Open() == 0 {
 					return false
 				}
 				n = proxy.ResetAll() // 0 if the last connection just closed
 				return n > 0
 			})
-			seen := faultPoll(time.Second, func() bool { return wire.count(faultResetClasses...) > before })
+			seen := poll.Until(context.Background(), faultPollInterval, time.Second, func() bool { return wire.Outcomes().Failed(faultResetClasses...) > before }) == nil
 			fig.resetConns = append(fig.resetConns, n)
 			if seen {
 				return
@@ -175,15 +177,15 @@ func TestFaults(t *testing.T) {
 	// in a backoff, or reading a response that passed just before), for at
 	// most faultDelayMax.
 	mark := time.Now()
-	faultWaitFor(t, "a request written on a live connection", 10*time.Second, func() bool { return wire.awaitingWrittenAfter(mark) })
-	before := wire.headerTimeouts.Load()
+	faultWaitFor(t, "a request written on a live connection", 10*time.Second, func() bool { return faultAwaitingWrittenAfter(wire, mark) })
+	before := faultHeaderTimeouts(wire)
 	holdStart := time.Now()
 	proxy.Delay(faultDelayMax)
-	timedOut := faultPoll(faultDelayMax, func() bool {
-		return time.Since(holdStart) >= faultDelay && wire.headerTimeouts.Load() > before
-	})
+	timedOut := poll.Until(context.Background(), faultPollInterval, faultDelayMax, func() bool {
+		return time.Since(holdStart) >= faultDelay && faultHeaderTimeouts(wire) > before
+	}) == nil
 	proxy.Release()
-	fig.held, fig.heldTimeouts = time.Since(holdStart), wire.headerTimeouts.Load()-before
+	fig.held, fig.heldTimeouts = time.Since(holdStart), faultHeaderTimeouts(wire)-before
 	if !timedOut {
 		t.Fatalf("responses held %v, and no request timed out awaiting its response headers", fig.held.Round(100*time.Millisecond))
 	}
@@ -223,10 +225,10 @@ func TestFaults(t *testing.T) {
 
 	// Both loops had work: the faults reached the outer loop, and the
 	// writers contended.
-	if transient := w.retries.Load() - int64(w.retried(faultConflict)); transient == 0 {
+	if transient := w.retries.Load() - int64(w.retried(reqcount.Conflict)); transient == 0 {
 		t.Errorf("the outer loop retried nothing: client-go absorbed every fault")
 	}
-	if w.retried(faultConflict) == 0 {
+	if w.retried(reqcount.Conflict) == 0 {
 		t.Errorf("the inner loop retried no Conflict: %d writers did not contend", faultWriters)
 	}
 	ps := proxy.Stats()
@@ -258,37 +260,23 @@ func faultHostOf(t *testing.T, rawURL string) string {
 // faultWaitFor polls cond until it holds, and fails t after timeout.
 func faultWaitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	if !faultPoll(timeout, cond) {
+	if poll.Until(context.Background(), faultPollInterval, timeout, cond) != nil {
 		t.Fatalf("waited %v for %s", timeout, what)
 	}
 }
 
-// faultPoll polls cond every 5ms until it holds or timeout has passed,
-// and reports whether it held.
-func faultPoll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
-
 // faultWaitInFlight waits until requests are on their way through an open
 // proxied connection, so that the next fault meets some.
-func faultWaitInFlight(t *testing.T, wire *faultWire, proxy *faultproxy.Proxy) {
+func faultWaitInFlight(t *testing.T, wire *reqcount.Counter, proxy *faultproxy.Proxy) {
 	t.Helper()
 	faultWaitFor(t, "requests in flight", 10*time.Second, func() bool {
-		return wire.inFlight.Load() >= 2 && proxy.Open() > 0
+		return wire.InFlight() >= 2 && proxy.Open() > 0
 	})
 }
 
 // check fails t unless every call returned nil and cm holds exactly the
 // keys of the calls, none lost, none extra, and no loop retried an error
-// of no known class; it returns the calls that failed, the keys of those
-// that returned nil, and the keys lost and extra.
+// of no known class; it returns what it found.
 func (w *faultWorkload) check(t *testing.T, cm *corev1.ConfigMap) faultOutcome {
 	t.Helper()
 	failed, lost, extra := 0, 0, 0
@@ -296,7 +284,7 @@ func (w *faultWorkload) check(t *testing.T, cm *corev1.ConfigMap) faultOutcome {
 	// Failures grouped by their shape: class, IsTransient's answer and
 	// the types in the error's tree; one example of each is printed.
 	type shape struct {
-		class     faultClass
+		class     reqcount.Class
 		transient bool
 		types     string
 	}
@@ -305,7 +293,7 @@ func (w *faultWorkload) check(t *testing.T, cm *corev1.ConfigMap) faultOutcome {
 	for _, c := range calls {
 		if c.err != nil {
 			failed++
-			sh := shape{faultClassify(c.err), retry.IsTransient(c.err), faultErrTypes(c.err)}
+			sh := shape{reqcount.ErrClass(c.err), retry.IsTransient(c.err), faultErrTypes(c.err)}
 			if shapes[sh] == 0 {
 				t.Errorf("writer %d call %d returned (%s, IsTransient %v) %s", c.writer, c.seq, sh.class, sh.transient, faultDescribe(c.err))
 			}
@@ -348,7 +336,7 @@ func faultValue(writer, seq int) string { return fmt.Sprintf("%d.%d", writer, se
 // faultFigures are what TestFaults logs: the faults injected and what
 // the clients met.
 type faultFigures struct {
-	wire  *faultWire
+	wire  *reqcount.Counter
 	w     *faultWorkload
 	proxy *faultproxy.Proxy
 	start time.Time // the writers' start
@@ -359,7 +347,7 @@ type faultFigures struct {
 	stop, outage     time.Duration // the old server's stop; until the new one serves
 	outageDialErrors int64         // connections the proxy could not forward meanwhile
 	held             time.Duration // how long the delay held responses back
-	heldTimeouts     int64         // requests that timed out awaiting headers meanwhile
+	heldTimeouts     int           // requests that timed out awaiting headers meanwhile
 
 	outcome faultOutcome
 }
@@ -401,21 +389,22 @@ func (o faultOutcome) write(b *strings.Builder, calls int, wall time.Duration) {
 // writeFaultClasses writes the failures by class, on the wire and retried
 // by w's loops, what they count, more (if not empty) and one error of each
 // class met on the wire.
-func writeFaultClasses(b *strings.Builder, wire *faultWire, w *faultWorkload, more string) {
+func writeFaultClasses(b *strings.Builder, wire *reqcount.Counter, w *faultWorkload, more string) {
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "error class\ton the wire\tretried by the loops\t")
-	for c := range faultClass(numFaultClasses) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", c, wire.count(c), w.retried(c))
+	onWire := wire.Outcomes()
+	for _, c := range reqcount.Classes() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", c, onWire.Failed(c), w.retried(c))
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t\n", wire.total(), w.retries.Load())
+	fmt.Fprintf(tw, "total\t%d\t%d\t\n", onWire.Failed(reqcount.Classes()...), w.retries.Load())
 	tw.Flush()
-	b.WriteString("(on the wire: round trips below client-go, so its own retries of a GET count there and an error while reading a body does not; retried by the loops: the outer IsTransient loop's retries and, for conflicts, the inner UpdateOnConflict's)")
+	b.WriteString("(on the wire: round trips below client-go, so its own retries of a GET count there and an error while reading a body does not; retried by the loops: the outer IsTransient loop's retries and, for conflicts, the inner Update's)")
 	if more != "" {
 		b.WriteString("\n" + more)
 	}
-	for c, err := range wire.examples() {
-		if err != nil {
-			fmt.Fprintf(b, "\ne.g. %s on the wire: %s", faultClass(c), faultDescribe(err))
+	for _, c := range reqcount.Classes() {
+		if err := wire.FirstErr(c); err != nil {
+			fmt.Fprintf(b, "\ne.g. %s on the wire: %s", c, faultDescribe(err))
 		}
 	}
 }
@@ -443,8 +432,8 @@ type faultWorkload struct {
 
 	mu         sync.Mutex
 	all        []faultCall
-	retriedBy  [numFaultClasses]int
-	unexpected []error // retried errors of faultOther
+	retriedBy  map[reqcount.Class]int
+	unexpected []error // retried errors of class Other
 }
 
 // run starts n writers and returns a function that stops them and waits
@@ -467,12 +456,8 @@ func (w *faultWorkload) run(ctx context.Context, n int) (stop func()) {
 // until it has made maxCalls calls.
 func (w *faultWorkload) writer(ctx context.Context, i int) {
 	cms := w.clients[i%len(w.clients)].CoreV1().ConfigMaps(w.ns)
-	get := func(ctx context.Context) (*corev1.ConfigMap, error) {
-		return cms.Get(ctx, w.name, metav1.GetOptions{})
-	}
-	update := func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-		return cms.Update(ctx, cm, metav1.UpdateOptions{})
-	}
+	// Built, not read: Update's first attempt reads it, as every retry does.
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: w.ns}}
 	for seq := 0; w.maxCalls <= 0 || seq < w.maxCalls; seq++ {
 		select {
 		case <-w.stop:
@@ -483,7 +468,7 @@ func (w *faultWorkload) writer(ctx context.Context, i int) {
 		start := time.Now()
 		var hit time.Time // the call's first retry of a transient failure
 		onRetry := retry.WithOnRetry(func(ev retry.RetryEvent) {
-			if hit.IsZero() && faultClassify(ev.Err) != faultConflict {
+			if hit.IsZero() && reqcount.ErrClass(ev.Err) != reqcount.Conflict {
 				hit = time.Now()
 			}
 			w.onRetry(ev)
@@ -498,7 +483,7 @@ func (w *faultWorkload) writer(ctx context.Context, i int) {
 			return nil
 		}
 		_, err := retry.OnErrorValue(ctx, faultOuter, retry.IsTransient, func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return retry.UpdateOnConflict(ctx, faultInner, nil, get, mutate, update, onRetry, retry.WithContinueAtCap())
+			return retry.Update(ctx, faultInner, cms, obj, mutate, onRetry, retry.WithContinueAtCap())
 		}, onRetry, retry.WithContinueAtCap())
 		w.mu.Lock()
 		w.all = append(w.all, faultCall{writer: i, seq: seq, err: err, start: start, end: time.Now(), hit: hit})
@@ -508,12 +493,15 @@ func (w *faultWorkload) writer(ctx context.Context, i int) {
 }
 
 func (w *faultWorkload) onRetry(ev retry.RetryEvent) {
-	c := faultClassify(ev.Err)
+	c := reqcount.ErrClass(ev.Err)
 	w.retries.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.retriedBy == nil {
+		w.retriedBy = map[reqcount.Class]int{}
+	}
 	w.retriedBy[c]++
-	if c == faultOther && len(w.unexpected) < 5 {
+	if c == reqcount.Other && len(w.unexpected) < 5 {
 		w.unexpected = append(w.unexpected, ev.Err)
 	}
 }
@@ -550,7 +538,7 @@ func (w *faultWorkload) calls() []faultCall {
 	return append([]faultCall(nil), w.all...)
 }
 
-func (w *faultWorkload) retried(c faultClass) int {
+func (w *faultWorkload) retried(c reqcount.Class) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.retriedBy[c]
@@ -562,189 +550,25 @@ func (w *faultWorkload) others() []error {
 	return append([]error(nil), w.unexpected...)
 }
 
-// faultWire counts every request below client-go: those in flight, the
-// failures by class, and the timeouts of requests that had been written
-// (awaiting their response headers). It also keeps when each request
-// that awaits its response headers was written.
-type faultWire struct {
-	inFlight       atomic.Int64
-	headerTimeouts atomic.Int64
-	mu             sync.Mutex
-	byClass        [numFaultClasses]int
-	example        [numFaultClasses]error
-	awaiting       map[*http.Request]time.Time
-	lastFault      time.Time // of the last failure that was not a conflict
+// faultResetClasses are the failures of a request whose connection was
+// reset under it.
+var faultResetClasses = []reqcount.Class{reqcount.Reset, reqcount.EOF, reqcount.HTTP2Lost, reqcount.HTTP2Closed}
+
+// faultHeaderTimeouts returns the requests that timed out awaiting their
+// response headers: written whole, then the client's timeout.
+func faultHeaderTimeouts(wire *reqcount.Counter) int {
+	return wire.Outcomes().Count(func(o reqcount.Outcome) bool { return o.Class == reqcount.Timeout && o.Written })
 }
 
-// awaitingWrittenAfter reports whether a request written after t awaits
-// its response headers.
-func (f *faultWire) awaitingWrittenAfter(t time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, wrote := range f.awaiting {
-		if wrote.After(t) {
+// faultAwaitingWrittenAfter reports whether a request written after t
+// awaits its response headers.
+func faultAwaitingWrittenAfter(wire *reqcount.Counter, t time.Time) bool {
+	for _, r := range wire.Pending() {
+		if r.Wrote.After(t) && r.FirstByte.IsZero() {
 			return true
 		}
 	}
 	return false
-}
-
-func (f *faultWire) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		// written: the request went out whole on a connection, and the
-		// transport's response-header timer runs. It awaits its headers
-		// until the first byte of the response or the end of the call
-		// (answered, under f.mu), whichever comes first.
-		var written atomic.Bool
-		answered := false
-		key := req
-		done := func() {
-			f.mu.Lock()
-			answered = true
-			delete(f.awaiting, key)
-			f.mu.Unlock()
-		}
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			WroteRequest: func(info httptrace.WroteRequestInfo) {
-				if info.Err != nil || written.Swap(true) {
-					return
-				}
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				if answered {
-					return
-				}
-				if f.awaiting == nil {
-					f.awaiting = map[*http.Request]time.Time{}
-				}
-				f.awaiting[key] = time.Now()
-			},
-			GotFirstResponseByte: done,
-		}))
-		f.inFlight.Add(1)
-		resp, err := rt.RoundTrip(req)
-		f.inFlight.Add(-1)
-		done()
-		c := numFaultClasses // no failure
-		switch {
-		case err != nil:
-			c = faultClassify(err)
-			if c == faultTimeout && written.Load() {
-				f.headerTimeouts.Add(1)
-			}
-		case resp.StatusCode == http.StatusConflict:
-			c = faultConflict
-		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-			c = faultServerErr
-		}
-		if c != numFaultClasses {
-			f.mu.Lock()
-			f.byClass[c]++
-			if c != faultConflict {
-				f.lastFault = time.Now()
-			}
-			if f.example[c] == nil && err != nil {
-				f.example[c] = err
-			}
-			f.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-// count returns the number of failures of the given classes so far.
-func (f *faultWire) count(classes ...faultClass) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, c := range classes {
-		n += f.byClass[c]
-	}
-	return n
-}
-
-// snapshot returns the failures of each class so far, and when the last
-// one that was not a conflict was met.
-func (f *faultWire) snapshot() ([numFaultClasses]int, time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.byClass, f.lastFault
-}
-
-// examples returns the first error of each class, nil for none.
-func (f *faultWire) examples() [numFaultClasses]error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.example
-}
-
-func (f *faultWire) total() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, v := range f.byClass {
-		n += v
-	}
-	return n
-}
-
-// faultClass is a kind of failure a client meets.
-type faultClass int
-
-const (
-	faultConflict    faultClass = iota // 409 Conflict
-	faultServerErr                     // 429 or 5xx
-	faultTimeout                       // the client's timeout
-	faultReset                         // ECONNRESET, or EPIPE: a write after the reset arrived
-	faultRefused                       // ECONNREFUSED
-	faultEOF                           // the connection closed under a request
-	faultHTTP2Lost                     // http2: client connection lost
-	faultHTTP2Closed                   // net/http failed the HTTP/2 connection under the request
-	faultOther
-	numFaultClasses
-)
-
-// faultResetClasses are the failures of a request whose connection was
-// reset under it.
-var faultResetClasses = []faultClass{faultReset, faultEOF, faultHTTP2Lost, faultHTTP2Closed}
-
-func (c faultClass) String() string {
-	return [...]string{"conflict", "429/5xx", "timeout", "reset", "refused", "EOF", "http2 lost", "http2 closed", "other"}[c]
-}
-
-// faultClassify names the kind of err. A client timeout also claims to be
-// context.DeadlineExceeded (net/http's timeoutError), so it is told by
-// its Timeout method.
-func faultClassify(err error) faultClass {
-	var status apierrors.APIStatus
-	var timeout interface{ Timeout() bool }
-	switch {
-	case apierrors.IsConflict(err):
-		return faultConflict
-	case errors.As(err, &status):
-		if code := status.Status().Code; code == http.StatusTooManyRequests || code >= 500 {
-			return faultServerErr
-		}
-		return faultOther
-	case utilnet.IsConnectionRefused(err):
-		return faultRefused
-	case utilnet.IsConnectionReset(err), errors.Is(err, syscall.EPIPE):
-		return faultReset
-	case errors.As(err, &timeout) && timeout.Timeout(), errors.Is(err, context.DeadlineExceeded):
-		return faultTimeout
-	case utilnet.IsHTTP2ConnectionLost(err):
-		return faultHTTP2Lost
-	case strings.Contains(err.Error(), "http2: client conn"),
-		strings.Contains(err.Error(), "http2: Transport received Server's graceful shutdown GOAWAY"):
-		// Go's HTTP/2 transport closes a connection on a write error and
-		// fails every other request on it ("client connection force
-		// closed"), and fails a request whose new connection a reset cut
-		// short ("client conn could not be established").
-		return faultHTTP2Closed
-	case utilnet.IsProbableEOF(err):
-		return faultEOF
-	}
-	return faultOther
 }
 
 // faultDescribe prints err with the types of the errors in its tree.

@@ -3,8 +3,10 @@ module github.com/kuberetry/retry/integration
 go 1.26.0
 
 require (
+	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-logr/logr v1.4.3
-	github.com/kuberetry/retry v0.0.0
+	github.com/kuberetry/retry v0.4.0
+	github.com/kuberetry/retry/ctrlretry v0.0.0
 	github.com/prometheus/client_golang v1.24.0
 	go.etcd.io/etcd/client/pkg/v3 v3.7.0
 	go.etcd.io/etcd/client/v3 v3.7.0
@@ -32,6 +34,7 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -74,6 +77,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -167,7 +171,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/kuberetry/retry => ../
+replace (
+	github.com/kuberetry/retry => ../
+	github.com/kuberetry/retry/ctrlretry => ../ctrlretry
+)
 
 // k8s.io/kubernetes replaces its staging modules with ./staging/src/...;
 // a module that requires k8s.io/kubernetes must pin each of them itself.

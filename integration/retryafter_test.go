@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -45,9 +46,9 @@ const serverRetryAfter = time.Second
 const writerUser = "writer"
 
 // writerClient grants writerUser the right to write ConfigMaps in ns and
-// returns a clientset acting as writerUser, with rec watching its
-// responses.
-func writerClient(t *testing.T, s *testserver.Server, ns string, rec *responseRecorder) kubernetes.Interface {
+// returns a clientset acting as writerUser, with rec, if not nil,
+// recording its requests.
+func writerClient(t *testing.T, s *testserver.Server, ns string, rec *reqcount.Counter) kubernetes.Interface {
 	t.Helper()
 	ctx := t.Context()
 	_, err := s.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
@@ -88,7 +89,7 @@ func writerClient(t *testing.T, s *testserver.Server, ns string, rec *responseRe
 
 	cfg := s.Impersonate(writerUser)
 	if rec != nil {
-		cfg.WrapTransport = rec.wrap
+		cfg = rec.Config(cfg)
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -96,34 +97,6 @@ func writerClient(t *testing.T, s *testserver.Server, ns string, rec *responseRe
 	}
 	return client
 }
-
-// responseRecorder counts the 429 responses that reach the client, below
-// client-go and this library, and the Retry-After values they carried.
-type responseRecorder struct {
-	mu          sync.Mutex
-	tooMany     int
-	retryAfters map[string]int
-}
-
-func (r *responseRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-			r.mu.Lock()
-			r.tooMany++
-			if r.retryAfters == nil {
-				r.retryAfters = map[string]int{}
-			}
-			r.retryAfters[resp.Header.Get("Retry-After")]++
-			r.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // createConfigMap sends one create with client-go's own retries off
 // (MaxRetries(0)), so a 429 comes back to the caller instead of being
@@ -152,7 +125,9 @@ type attempt struct {
 func TestRetryAfter(t *testing.T) {
 	s := startServer(t, throttled...)
 	ns := createNamespace(t, s, "retry-after-")
-	rec := &responseRecorder{}
+	// rec keeps the requests that reach the wire, below client-go and
+	// this library: their 429s, and the Retry-After values these carried.
+	rec := &reqcount.Counter{KeepRequests: true}
 	client := writerClient(t, s, ns, rec)
 
 	const writers, writes = 8, 10
@@ -242,9 +217,13 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 
-	rec.mu.Lock()
-	onWire, retryAfters := rec.tooMany, rec.retryAfters
-	rec.mu.Unlock()
+	onWire, retryAfters := 0, map[string]int{}
+	for _, r := range rec.Requests() {
+		if r.Code == http.StatusTooManyRequests {
+			onWire++
+			retryAfters[r.RetryAfter]++
+		}
+	}
 	t.Logf("%d writes in %v: %d answered 429 (%d on the wire, Retry-After values %v), at most %d attempts for one write, shortest wait after a 429 %v",
 		len(results), wall.Round(time.Millisecond), refused, onWire, retryAfters, maxAttempts, minGap.Round(time.Millisecond))
 	if onWire == 0 {

@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +80,7 @@ func TestHotObjectBackoff(t *testing.T) {
 			fmt.Fprintf(&b, "%-16s %2d writers: %3d/%3d succeeded, %5.2f requests per success, p99 %v\n",
 				p.strategy, p.writers, s.Succeeded, s.Updates, s.RequestsPerUpdate(), s.P99.Round(time.Millisecond))
 		}
-		return medianOf(rs), medianOf(ps)
+		return contention.Median(rs), contention.Median(ps)
 	}
 	type bounds struct{ reqs, p99 float64 }
 	// The study's medians: at 64 writers 0.31x the requests and 0.58x the
@@ -113,11 +112,4 @@ func TestHotObjectBackoff(t *testing.T) {
 		}
 	}
 	t.Logf("each run:\n%s", b.String())
-}
-
-// medianOf returns the median of xs.
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

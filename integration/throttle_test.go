@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
 
@@ -23,69 +24,15 @@ import (
 // response that carries Retry-After up to this many times by itself.
 const clientGoMaxRetries = 10
 
-// wireRequest is one request as it reached the wire, and its answer.
-type wireRequest struct {
-	start, end time.Time
-	status     int    // 0 when the round trip failed
-	retryAfter string // the response's Retry-After header
-}
-
-// wireLog records every request of one client below client-go, where its
-// own retries are visible. on429, if set, is called (outside the lock)
-// after each 429 with the number of 429s seen so far.
-type wireLog struct {
-	mu    sync.Mutex
-	reqs  []wireRequest
-	on429 func(n int)
-}
-
-func (w *wireLog) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		r := wireRequest{start: time.Now()}
-		resp, err := rt.RoundTrip(req)
-		r.end = time.Now()
-		if err == nil {
-			r.status = resp.StatusCode
-			r.retryAfter = resp.Header.Get("Retry-After")
-		}
-		w.mu.Lock()
-		w.reqs = append(w.reqs, r)
-		n := 0
-		for _, r := range w.reqs {
-			if r.status == http.StatusTooManyRequests {
-				n++
-			}
-		}
-		on429 := w.on429
-		w.mu.Unlock()
-		if on429 != nil && r.status == http.StatusTooManyRequests {
-			on429(n)
-		}
-		return resp, err
-	})
-}
-
-func (w *wireLog) snapshot() []wireRequest {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]wireRequest(nil), w.reqs...)
-}
-
-func (w *wireLog) len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.reqs)
-}
-
 // statuses summarizes reqs, e.g. "11 requests: 11 x 429".
-func statuses(reqs []wireRequest) string {
+func statuses(reqs []reqcount.Request) string {
 	count := map[int]int{}
 	var order []int
 	for _, r := range reqs {
-		if count[r.status] == 0 {
-			order = append(order, r.status)
+		if count[r.Code] == 0 {
+			order = append(order, r.Code)
 		}
-		count[r.status]++
+		count[r.Code]++
 	}
 	parts := make([]string, 0, len(order))
 	for _, s := range order {
@@ -100,13 +47,13 @@ func statuses(reqs []wireRequest) string {
 
 // countingClient returns a standard typed clientset acting as writerUser,
 // with client-go's default QPS, Burst and per-request MaxRetries, whose
-// requests are recorded in the returned log.
-func countingClient(t *testing.T, s *testserver.Server) (kubernetes.Interface, *wireLog) {
+// requests are recorded, each one kept, below client-go, where its own
+// retries are visible, in the returned log.
+func countingClient(t *testing.T, s *testserver.Server) (kubernetes.Interface, *reqcount.Counter) {
 	t.Helper()
-	log := &wireLog{}
-	cfg := s.Impersonate(writerUser)
+	log := &reqcount.Counter{KeepRequests: true}
+	cfg := log.Config(s.Impersonate(writerUser))
 	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults (5, 10)
-	cfg.WrapTransport = log.wrap
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -117,18 +64,18 @@ func countingClient(t *testing.T, s *testserver.Server) (kubernetes.Interface, *
 // checkAllThrottled checks that reqs are want requests, each answered 429
 // with the server's Retry-After, and that the client waited at least that
 // long after each 429 before it sent the next request.
-func checkAllThrottled(t *testing.T, name string, reqs []wireRequest, want int) {
+func checkAllThrottled(t *testing.T, name string, reqs []reqcount.Request, want int) {
 	t.Helper()
 	if len(reqs) != want {
 		t.Errorf("%s: %s, want %d requests", name, statuses(reqs), want)
 	}
 	ra := fmt.Sprint(int(serverRetryAfter / time.Second))
 	for i, r := range reqs {
-		if r.status != http.StatusTooManyRequests || r.retryAfter != ra {
-			t.Errorf("%s: request %d answered %d with Retry-After %q, want 429 with %q", name, i+1, r.status, r.retryAfter, ra)
+		if r.Code != http.StatusTooManyRequests || r.RetryAfter != ra {
+			t.Errorf("%s: request %d answered %d with Retry-After %q, want 429 with %q", name, i+1, r.Code, r.RetryAfter, ra)
 		}
 		if i > 0 {
-			if gap := r.start.Sub(reqs[i-1].end); gap < serverRetryAfter {
+			if gap := r.Start.Sub(reqs[i-1].End); gap < serverRetryAfter {
 				t.Errorf("%s: request %d sent %v after the 429 before it, sooner than the server's Retry-After %v", name, i+1, gap, serverRetryAfter)
 			}
 		}
@@ -213,9 +160,9 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 		start := time.Now()
 		typedLoopErr = retry.OnRetryAfterErrorWithContext(ctx, loopBackoff, retry.IsRetryAfterError,
 			func(ctx context.Context) error {
-				before := typedLoopLog.len()
+				before := len(typedLoopLog.Requests())
 				err := create(ctx, typedLoop, "typed-loop")
-				typedLoopPerCall = append(typedLoopPerCall, typedLoopLog.len()-before)
+				typedLoopPerCall = append(typedLoopPerCall, len(typedLoopLog.Requests())-before)
 				return err
 			},
 			retry.WithOnRetry(func(retry.RetryEvent) { typedLoopWaits++ }))
@@ -227,9 +174,9 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 	wg.Go(func() {
 		restLoopErr = retry.OnRetryAfterErrorWithContext(ctx, retry.DefaultRetryAfterBackoff, retry.IsRetryAfterError,
 			func(ctx context.Context) error {
-				before := restLoopLog.len()
+				before := len(restLoopLog.Requests())
 				err := createConfigMap(ctx, restLoop, ns, cm("rest-loop"))
-				restPerCall = append(restPerCall, restLoopLog.len()-before)
+				restPerCall = append(restPerCall, len(restLoopLog.Requests())-before)
 				return err
 			},
 			retry.WithOnRetry(func(retry.RetryEvent) { restLoopWaits++ }))
@@ -238,14 +185,14 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 
 	// Each typed call sends 1 request and up to clientGoMaxRetries more.
 	perTypedCall := 1 + clientGoMaxRetries
-	typedAloneReqs := typedAloneLog.snapshot()
-	typedLoopReqs := typedLoopLog.snapshot()
-	restAloneReqs := restAloneLog.snapshot()
-	restLoopReqs := restLoopLog.snapshot()
+	typedAloneReqs := typedAloneLog.Requests()
+	typedLoopReqs := typedLoopLog.Requests()
+	restAloneReqs := restAloneLog.Requests()
+	restLoopReqs := restLoopLog.Requests()
 	total429 := 0
-	for _, reqs := range [][]wireRequest{typedAloneReqs, typedLoopReqs, restAloneReqs, restLoopReqs} {
+	for _, reqs := range [][]reqcount.Request{typedAloneReqs, typedLoopReqs, restAloneReqs, restLoopReqs} {
 		for _, r := range reqs {
-			if r.status == http.StatusTooManyRequests {
+			if r.Code == http.StatusTooManyRequests {
 				total429++
 			}
 		}
@@ -299,8 +246,13 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 	// request gets through.
 	const freeAfter = 2
 	second429 := make(chan struct{})
-	freedLog.on429 = func(n int) {
-		if n == freeAfter {
+	// Called as each request ends, the 429s counted so far include it;
+	// the client sends one request at a time.
+	freedLog.OnDone = func(r reqcount.Request) {
+		if r.Code != http.StatusTooManyRequests {
+			return
+		}
+		if n := freedLog.Outcomes().Count(func(o reqcount.Outcome) bool { return o.Code == http.StatusTooManyRequests }); n == freeAfter {
 			close(second429)
 		}
 	}
@@ -315,7 +267,7 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 	release()
 	released := time.Now()
 	err := <-freedErr
-	freedReqs := freedLog.snapshot()
+	freedReqs := freedLog.Requests()
 	t.Logf("typed Create alone, slot freed after %d 429s: %s in %v; returned %v", freeAfter, statuses(freedReqs), time.Since(freedStart).Round(time.Millisecond), err)
 	if err != nil {
 		t.Errorf("typed Create after the slot was freed: %v", err)
@@ -324,8 +276,8 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 		t.Errorf("typed Create after the slot was freed: %s, want %d requests", statuses(freedReqs), freeAfter+1)
 	} else {
 		checkAllThrottled(t, "typed Create before the slot was freed", freedReqs[:freeAfter], freeAfter)
-		if last := freedReqs[freeAfter]; last.status != http.StatusCreated || last.start.Before(released) {
-			t.Errorf("typed Create: last request answered %d, sent %v after the slot was freed; want 201, after", last.status, last.start.Sub(released))
+		if last := freedReqs[freeAfter]; last.Code != http.StatusCreated || last.Start.Before(released) {
+			t.Errorf("typed Create: last request answered %d, sent %v after the slot was freed; want 201, after", last.Code, last.Start.Sub(released))
 		}
 	}
 	if _, err := s.Client.CoreV1().ConfigMaps(ns).Get(ctx, "freed", metav1.GetOptions{}); err != nil {
@@ -333,7 +285,7 @@ func TestThrottleTypedClientRetries(t *testing.T) {
 	}
 
 	for _, r := range freedReqs {
-		if r.status == http.StatusTooManyRequests {
+		if r.Code == http.StatusTooManyRequests {
 			total429++
 		}
 	}

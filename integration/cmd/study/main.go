@@ -33,11 +33,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -214,7 +212,7 @@ func (st *study) search() (steps int, reached bool, err error) {
 				failed++
 			}
 		}
-		if len(rates) == st.plan.reps && median(rates) >= st.plan.target {
+		if len(rates) == st.plan.reps && contention.Median(rates) >= st.plan.target {
 			for i := first; i < len(st.records); i++ {
 				st.records[i].Phase = "sweep"
 			}
@@ -290,20 +288,6 @@ func sweepRecords(rs []record) []record {
 		}
 	}
 	return out
-}
-
-// median returns the median of xs (the mean of the middle two for an even
-// count), NaN for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // printTable writes, per strategy and writer count, the median and range

@@ -113,19 +113,3 @@ func TestQuick(t *testing.T) {
 		t.Errorf("no cleanup reported:\n%s", log.String())
 	}
 }
-
-// TestMedian checks the statistic every plotted point is.
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		want float64
-	}{
-		{[]float64{3}, 3},
-		{[]float64{5, 1, 3}, 3},
-		{[]float64{4, 1, 3, 2}, 2.5},
-	} {
-		if got := median(tc.xs); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
-		}
-	}
-}

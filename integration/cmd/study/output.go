@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/kuberetry/retry/integration/internal/contention"
 )
 
 // csvHeader names the columns of study.csv, one row per run.
@@ -94,7 +96,7 @@ func (g group) stats(m metric) (med, lo, hi float64, ok bool) {
 	for _, x := range xs {
 		lo, hi = min(lo, x), max(hi, x)
 	}
-	return median(xs), lo, hi, true
+	return contention.Median(xs), lo, hi, true
 }
 
 // groups returns the runs of strategy name in rs by writer count,

@@ -31,6 +31,9 @@ type Cluster struct {
 	Namespace string
 	// Host is the server's URL.
 	Host string
+	// Config is the server's client config, uncounted, for clients of
+	// the caller's own (through a proxy, with a wrapper of their own).
+	Config *rest.Config
 	// Where describes the server, for a report's title.
 	Where string
 
@@ -67,7 +70,7 @@ func Open(ctx context.Context, kubeconfig, prefix string, p *Progress) (_ *Clust
 			c.Where = fmt.Sprintf("an in-process kube-apiserver (k8s.io/kubernetes %s) on embedded etcd", v)
 		}
 	}
-	c.Host = cfg.Host
+	c.Host, c.Config = cfg.Host, cfg
 	// Client-side rate limiting would queue the writers and hide the
 	// conflicts this measures.
 	cfg = rest.CopyConfig(cfg)

@@ -362,15 +362,6 @@ func Summarize(r Result) Summary {
 	return s
 }
 
-// percentile returns the nearest-rank p-th percentile of sorted.
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100 // ceil(p/100 * n)
-	return sorted[max(rank, 1)-1]
-}
-
 // FirstNonConflict returns the first give-up error that is not a Conflict,
 // or nil.
 func FirstNonConflict(r Result) error {

@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"maps"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kuberetry/retry/integration/internal/poll"
 )
 
 // echoServer answers each line with its name and the line, until the
@@ -182,12 +185,8 @@ func TestResetAll(t *testing.T) {
 		t.Errorf("a second ResetAll reset %d connections, want 0", got)
 	}
 	// The reset pairs leave the proxy's books once their pumps end.
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Open() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Open is still %d 5s after ResetAll", p.Open())
-		}
-		time.Sleep(time.Millisecond)
+	if err := poll.Until(context.Background(), time.Millisecond, 5*time.Second, func() bool { return p.Open() == 0 }); err != nil {
+		t.Fatalf("Open is still %d 5s after ResetAll", p.Open())
 	}
 	if s := p.Stats(); s.ResetAlls != 1 || s.Resets != n {
 		t.Errorf("stats %+v, want 1 ResetAll that reset %d connections", s, n)

@@ -1,16 +1,15 @@
-// Package reqcount counts the requests a Kubernetes client sends to the
-// server, by verb and resource, at the HTTP transport: what reaches the
-// wire, client-go's own retries included, not what a retry loop believes
-// it did.
+// Package reqcount records the requests a Kubernetes client sends to the
+// server at the HTTP transport: what reaches the wire, client-go's own
+// retries included, not what a retry loop believes it did. A [Counter]
+// counts them by verb and resource, and by how they ended (status code,
+// [Class] of failure); it can keep each one with its timing, and shows
+// those in flight.
 package reqcount
 
 import (
 	"maps"
 	"net/http"
 	"strings"
-	"sync"
-
-	"k8s.io/client-go/rest"
 )
 
 // Key is a Kubernetes verb (get, list, watch, create, update, patch,
@@ -48,51 +47,6 @@ func (c Counts) Resource(resource string) int {
 		}
 	}
 	return n
-}
-
-// Counter counts the requests that pass through the transports it wraps.
-// The zero Counter is ready to use and safe for concurrent use.
-type Counter struct {
-	mu sync.Mutex
-	n  Counts
-}
-
-// Config returns a copy of cfg whose clients send every request through
-// c, on top of any transport wrapper cfg already has.
-func (c *Counter) Config(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &transport{c: c, next: rt} })
-	return cfg
-}
-
-// Snapshot returns the counts so far.
-func (c *Counter) Snapshot() Counts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := Counts{}
-	maps.Copy(n, c.n)
-	return n
-}
-
-func (c *Counter) add(k Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = Counts{}
-	}
-	c.n[k]++
-}
-
-type transport struct {
-	c    *Counter
-	next http.RoundTripper
-}
-
-// RoundTrip counts req before sending it, so a request that fails on the
-// way (a reset connection) counts too: the client did send it.
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.c.add(Classify(req))
-	return t.next.RoundTrip(req)
 }
 
 // Classify returns the verb and resource of req as the apiserver's

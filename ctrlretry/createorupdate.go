@@ -1,0 +1,143 @@
+package ctrlretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kuberetry/retry"
+)
+
+// CreateOrUpdate is [controllerutil.CreateOrUpdate] with the races retried:
+// it gets obj by its key, creates it when it is not found, else runs f and
+// updates it when f changed it, and returns what it did. It takes the same
+// arguments (f may be nil, as controllerutil allows) and opts.
+//
+// Each attempt is a call of controllerutil.CreateOrUpdate itself, so where
+// nothing races it sends the same requests (Get, then Create or Update, or
+// nothing when f changed nothing), compares the same way
+// (equality.Semantic.DeepEqual), returns the same OperationResult and
+// errors, controllerutil's own error for an f that renames the object
+// included, and leaves in obj the object as stored.
+//
+// What controllerutil returns to its caller when another writer got in
+// between is retried, after the backoff's wait (see [WithBackoff]):
+// AlreadyExists from Create (another writer created it), a Conflict from
+// Create (the ResourceQuota admission's race on an HA control plane) or
+// from Update, and NotFound from Update (deleted meanwhile: the next
+// attempt creates it). An apply conflict ([retry.IsApplyConflict]) is
+// returned at once, as is every other error: of Get, of f, a NotFound from
+// Create (the namespace does not exist).
+//
+// A retry resets obj to a deep copy of obj as the caller passed it, reads
+// the object into it through the reader ([WithReader]; the call's client
+// by default), then runs f again, so no field of an earlier read survives
+// and the caller's seed fields are there for a create. A re-read that
+// returns the resourceVersion whose write just met a Conflict or NotFound
+// (a cache that has not caught up), or NotFound right after AlreadyExists,
+// is stale: nothing is written, the loop waits its next step and reads
+// again, and that counts as an attempt. When the attempts run out, the last
+// retriable error met is returned itself; a loop ended by ctx returns an
+// error that matches ctx's error and wraps it (see
+// [retry.OnErrorWithContext]).
+//
+// Every Create clears what a create must not carry, as
+// [retry.CreateOrUpdate] does: resourceVersion, uid, creationTimestamp,
+// deletionTimestamp, deletionGracePeriodSeconds, selfLink, generation and
+// managedFields. (controllerutil sends them when obj carries them, and the
+// apiserver refuses a create with a resourceVersion.) An obj that only
+// names the object, as controllerutil expects, carries none of them.
+//
+// A nil c or obj returns an error at once, sending nothing; so do a nil
+// ctx and an invalid backoff. With any error the OperationResult is that of
+// the last attempt, OperationResultNone unless it had written. Calls may run
+// concurrently, each with an obj of its own, as with controllerutil.
+func CreateOrUpdate(ctx context.Context, c client.Client, obj client.Object,
+	f controllerutil.MutateFn, opts ...Option) (controllerutil.OperationResult, error) {
+	return loop(ctx, "CreateOrUpdate", controllerutil.CreateOrUpdate, c, obj, f, opts)
+}
+
+// CreateOrPatch is [controllerutil.CreateOrPatch] with the races retried: it
+// gets obj by its key, creates it when it is not found, else runs f and
+// sends a merge patch of what f changed outside the status, then one of
+// the status when f changed that, and returns what it did
+// (OperationResultUpdated, OperationResultUpdatedStatus or
+// OperationResultUpdatedStatusOnly, as controllerutil does).
+//
+// Every rule of [CreateOrUpdate] holds, each attempt being a call of
+// controllerutil.CreateOrPatch, with Patch where CreateOrUpdate has Update:
+// a Conflict or NotFound from either patch is retried, and a re-read that
+// returns the resourceVersion of a patch that met NotFound is stale. A
+// merge patch carries no resourceVersion, so another writer's change in
+// between is not a Conflict: the patch applies on top of it. A retry after
+// the object's patch went through and its status patch failed sends the
+// object's patch again when f still changes the object as read.
+func CreateOrPatch(ctx context.Context, c client.Client, obj client.Object,
+	f controllerutil.MutateFn, opts ...Option) (controllerutil.OperationResult, error) {
+	return loop(ctx, "CreateOrPatch", controllerutil.CreateOrPatch, c, obj, f, opts)
+}
+
+// operation is controllerutil.CreateOrUpdate or controllerutil.CreateOrPatch.
+type operation func(context.Context, client.Client, client.Object, controllerutil.MutateFn) (controllerutil.OperationResult, error)
+
+// loop runs op under the retry loop, each attempt through an
+// attemptClient that reads, judges and clears as the doc of
+// CreateOrUpdate says.
+func loop(ctx context.Context, name string, op operation, c client.Client, obj client.Object,
+	f controllerutil.MutateFn, opts []Option) (controllerutil.OperationResult, error) {
+	if c == nil {
+		return controllerutil.OperationResultNone, fmt.Errorf("retry: ctrlretry.%s: c is nil", name)
+	}
+	seed, err := seedOf(obj)
+	if err != nil {
+		return controllerutil.OperationResultNone, fmt.Errorf("retry: ctrlretry.%s: %w", name, err)
+	}
+	cfg := newConfig(opts)
+	a := &attemptClient{Client: c, reader: cfg.reader}
+	if a.reader == nil {
+		a.reader = c
+	}
+	result := controllerutil.OperationResultNone
+	err = retry.OnErrorWithContext(ctx, cfg.backoff, a.retriable, func(ctx context.Context) error {
+		if a.attempts > 0 {
+			reset(obj, seed)
+		}
+		a.start()
+		var err error
+		result, err = op(ctx, a, obj, f)
+		return a.judge(err)
+	}, cfg.loopOpts...)
+	return result, err
+}
+
+// seedOf returns a deep copy of obj to reset obj to before each retry, or
+// an error when obj is nil or its copy cannot be written into it.
+func seedOf(obj client.Object) (client.Object, error) {
+	if obj == nil {
+		return nil, errors.New("obj is nil")
+	}
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer {
+		return nil, fmt.Errorf("obj, a %T, is not a pointer", obj)
+	}
+	if v.IsNil() {
+		return nil, fmt.Errorf("obj is a nil %T", obj)
+	}
+	copied := obj.DeepCopyObject()
+	seed, ok := copied.(client.Object)
+	if !ok || reflect.TypeOf(copied) != v.Type() {
+		return nil, fmt.Errorf("obj's DeepCopyObject returned a %T, not a %T", copied, obj)
+	}
+	return seed, nil
+}
+
+// reset makes obj a deep copy of seed, in place, so that f, which holds
+// obj, sees it: what controller-runtime's cache does to an object it reads
+// into.
+func reset(obj, seed client.Object) {
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(seed.DeepCopyObject()).Elem())
+}

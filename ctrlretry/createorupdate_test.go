@@ -1,0 +1,196 @@
+package ctrlretry_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/kuberetry/retry/ctrlretry"
+)
+
+// operation is CreateOrUpdate or CreateOrPatch, of controllerutil or of
+// ctrlretry.
+type operation func(context.Context, client.Client, client.Object, controllerutil.MutateFn) (controllerutil.OperationResult, error)
+
+// pairs are the functions ctrlretry replaces, each with its replacement.
+var pairs = []struct {
+	name     string
+	original operation
+	retrying func(...ctrlretry.Option) operation
+}{
+	{"CreateOrUpdate", controllerutil.CreateOrUpdate, func(opts ...ctrlretry.Option) operation {
+		return func(ctx context.Context, c client.Client, obj client.Object, f controllerutil.MutateFn) (controllerutil.OperationResult, error) {
+			return ctrlretry.CreateOrUpdate(ctx, c, obj, f, opts...)
+		}
+	}},
+	{"CreateOrPatch", controllerutil.CreateOrPatch, func(opts ...ctrlretry.Option) operation {
+		return func(ctx context.Context, c client.Client, obj client.Object, f controllerutil.MutateFn) (controllerutil.OperationResult, error) {
+			return ctrlretry.CreateOrPatch(ctx, c, obj, f, opts...)
+		}
+	}},
+}
+
+// dropInCase is a call where nothing races: the cases of controllerutil's
+// own tests and a few more.
+type dropInCase struct {
+	name     string
+	existing objects
+	obj      func() client.Object
+	mutate   func(obj client.Object) controllerutil.MutateFn // nil: a nil MutateFn
+	h        hooks
+}
+
+func existingDeployment() []client.Object {
+	d := deployment("d")
+	d.Spec = *deploymentSpec.DeepCopy()
+	return []client.Object{d}
+}
+
+func existingDeploymentWithStatus() []client.Object {
+	objs := existingDeployment()
+	objs[0].(*appsv1.Deployment).Status = appsv1.DeploymentStatus{Replicas: 1}
+	return objs
+}
+
+func deploy(f func(d *appsv1.Deployment) error) func(client.Object) controllerutil.MutateFn {
+	return func(obj client.Object) controllerutil.MutateFn {
+		return func() error { return f(obj.(*appsv1.Deployment)) }
+	}
+}
+
+func replicas(n int32) *int32 { return &n }
+
+var dropInCases = []dropInCase{
+	{name: "creates an absent object", obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error { d.Spec = *deploymentSpec.DeepCopy(); return nil })},
+	{name: "nil MutateFn creates", obj: func() client.Object { return deployment("d") }},
+	{name: "updates an existing object", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error { d.Spec.Replicas = replicas(2); return nil })},
+	{name: "leaves an unchanged object", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(*appsv1.Deployment) error { return nil })},
+	{name: "nil MutateFn leaves an existing object", existing: existingDeployment, obj: func() client.Object { return deployment("d") }},
+	{name: "status only", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error {
+			d.Status = appsv1.DeploymentStatus{ReadyReplicas: 1, Replicas: 3}
+			return nil
+		})},
+	{name: "spec and status", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error {
+			d.Spec.Replicas = replicas(3)
+			d.Status = appsv1.DeploymentStatus{ReadyReplicas: 1, Replicas: 3}
+			return nil
+		})},
+	{name: "spec and a status that was not empty", existing: existingDeploymentWithStatus, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error {
+			d.Spec.Replicas = replicas(5)
+			d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: "True"}}
+			return nil
+		})},
+	{name: "renames on creation", obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error { d.Spec = *deploymentSpec.DeepCopy(); d.Name += "-1"; return nil })},
+	{name: "renames an existing object", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error { d.Name += "-1"; return nil })},
+	{name: "moves an existing object to another namespace", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(d *appsv1.Deployment) error { d.Namespace += "-1"; return nil })},
+	{name: "get fails", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(*appsv1.Deployment) error { panic("MutateFn called after a failed get") }),
+		h: hooks{get: func(context.Context, client.WithWatch, client.Object, int) error {
+			return errors.New("unexpected error")
+		}}},
+	{name: "MutateFn fails", existing: existingDeployment, obj: func() client.Object { return deployment("d") },
+		mutate: deploy(func(*appsv1.Deployment) error { return errors.New("mutate failed") })},
+	{name: "unstructured object created", obj: func() client.Object { return unstructuredConfigMap("u") },
+		mutate: func(obj client.Object) controllerutil.MutateFn {
+			return func() error {
+				return unstructured.SetNestedField(obj.(*unstructured.Unstructured).Object, "v", "data", "k")
+			}
+		}},
+	{name: "unstructured object updated", existing: func() []client.Object { return []client.Object{configMap("u", map[string]string{"k": "old"})} },
+		obj: func() client.Object { return unstructuredConfigMap("u") },
+		mutate: func(obj client.Object) controllerutil.MutateFn {
+			return func() error {
+				return unstructured.SetNestedField(obj.(*unstructured.Unstructured).Object, "v", "data", "k")
+			}
+		}},
+}
+
+func unstructuredConfigMap(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// outcome of one call: what it returned, did, and left.
+type dropInOutcome struct {
+	op     controllerutil.OperationResult
+	err    string
+	calls  []string
+	obj    client.Object
+	stored []client.Object
+}
+
+func runDropIn(t *testing.T, c dropInCase, op operation) dropInOutcome {
+	t.Helper()
+	fc := newFake(c.h, c.existing.build()...)
+	obj := c.obj()
+	var f controllerutil.MutateFn
+	if c.mutate != nil {
+		f = c.mutate(obj)
+	}
+	res, err := op(t.Context(), fc, obj, f)
+	out := dropInOutcome{op: res, calls: fc.Calls(), obj: obj}
+	if err != nil {
+		out.err = err.Error()
+	}
+	for _, name := range []string{"d", "d-1"} {
+		if got := stored(t, fc.under, deployment(name), &appsv1.Deployment{}); got != nil {
+			out.stored = append(out.stored, got)
+		}
+	}
+	if got := stored(t, fc.under, configMap("u", nil), &corev1.ConfigMap{}); got != nil {
+		out.stored = append(out.stored, got)
+	}
+	return out
+}
+
+// TestDropIn runs each call that meets no race through controllerutil and
+// through ctrlretry, on fake clients holding the same objects: the same
+// result, error, calls, obj and stored objects.
+func TestDropIn(t *testing.T) {
+	t.Parallel()
+	for _, p := range pairs {
+		for _, c := range dropInCases {
+			t.Run(p.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				want := runDropIn(t, c, p.original)
+				in := newInstant()
+				got := runDropIn(t, c, p.retrying(in.option()))
+				if got.op != want.op || got.err != want.err {
+					t.Errorf("returned (%q, %q), controllerutil (%q, %q)", got.op, got.err, want.op, want.err)
+				}
+				if !reflect.DeepEqual(got.calls, want.calls) {
+					t.Errorf("calls %s, controllerutil's %s", join(got.calls), join(want.calls))
+				}
+				if !reflect.DeepEqual(got.obj, want.obj) {
+					t.Errorf("obj is\n%v\ncontrollerutil left\n%v", got.obj, want.obj)
+				}
+				if !reflect.DeepEqual(got.stored, want.stored) {
+					t.Errorf("stored\n%v\ncontrollerutil stored\n%v", got.stored, want.stored)
+				}
+				if in.attempts != 1 || len(in.waits) != 0 {
+					t.Errorf("%d attempts and waits %v, want 1 attempt and no wait", in.attempts, in.waits)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package outage
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIntegrity checks that each kind of damage to the written data is
+// found, and that a write that landed although its call failed is not.
+func TestIntegrity(t *testing.T) {
+	t.Parallel()
+	calls := []Call{
+		{Worker: 0, Seq: 0},
+		{Worker: 0, Seq: 1, Err: errors.New("reset")}, // landed, answer lost
+		{Worker: 0, Seq: 2, Err: errors.New("reset")}, // never landed
+	}
+	good := map[string]string{countKey: "2", "c00000": "0", "c00001": "1"}
+	tests := []struct {
+		name string
+		data map[string]string
+		want string // a substring of the one problem; "" for none
+	}{
+		{"intact", good, ""},
+		{"lost", map[string]string{countKey: "1", "c00001": "1"}, "lost write"},
+		{"applied twice", map[string]string{countKey: "3", "c00000": "0", "c00001": "1"}, "applied twice"},
+		{"written by no call", map[string]string{countKey: "3", "c00000": "0", "c00001": "1", "c00007": "7"}, "by no call"},
+		{"another value", map[string]string{countKey: "2", "c00000": "5", "c00001": "1"}, "by no call"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &Result{Sched: Schedule{Workers: 1}, Calls: calls, Data: []map[string]string{tt.data}}
+			got := r.Integrity()
+			switch {
+			case tt.want == "" && len(got) != 0:
+				t.Errorf("Integrity: %v, want none", got)
+			case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+				t.Errorf("Integrity: %v, want one problem about %q", got, tt.want)
+			}
+		})
+	}
+	r := &Result{Sched: Schedule{Workers: 1}, Calls: calls, Data: []map[string]string{good}}
+	if lost, ok := r.Landed(); lost != 1 || ok != 1 {
+		t.Errorf("Landed: %d lost answers, %d succeeded; want 1, 1", lost, ok)
+	}
+}
+
+// TestNextCalls checks the recovery figures: a worker's next call is the
+// first that returned after the outage, and it is back with the first
+// that returned nil.
+func TestNextCalls(t *testing.T) {
+	t.Parallel()
+	s := time.Second
+	r := &Result{Sched: Schedule{Workers: 2}}
+	r.Bounds[After] = 10 * s
+	r.Calls = []Call{
+		{Worker: 0, Seq: 0, End: 9 * s, Err: errors.New("reset")},
+		{Worker: 0, Seq: 1, End: 10*s + 200*time.Millisecond, Err: errors.New("refused")},
+		{Worker: 0, Seq: 2, End: 10*s + 700*time.Millisecond},
+		{Worker: 1, Seq: 0, End: 10*s + 100*time.Millisecond},
+	}
+	next, ok := r.NextCalls()
+	if !ok[0] || next[0].Seq != 1 || !ok[1] || next[1].Seq != 0 {
+		t.Errorf("NextCalls: %+v %v; want worker 0's call 1, worker 1's call 0", next, ok)
+	}
+	if d, ok := r.Recovery(); !ok || d != 700*time.Millisecond {
+		t.Errorf("Recovery: %v %v, want 700ms", d, ok)
+	}
+	r.Calls = r.Calls[:2]
+	if _, ok := r.Recovery(); ok {
+		t.Error("Recovery with a worker never back: ok")
+	}
+}

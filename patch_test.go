@@ -1,0 +1,448 @@
+package retry_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kuberetry/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// patchOf runs PatchOnConflict from the unstructured content from, mutate
+// setting to, and returns the data patch was given (nil when it was not
+// called) and the loop's error.
+func patchOf(t *testing.T, from, to map[string]any) ([]byte, error) {
+	t.Helper()
+	var sent []byte
+	current := &unstructured.Unstructured{Object: from}
+	_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, current, nil,
+		func(u *unstructured.Unstructured) error {
+			u.Object = runtime.DeepCopyJSON(to)
+			return nil
+		},
+		func(_ context.Context, u *unstructured.Unstructured, data []byte) (*unstructured.Unstructured, error) {
+			sent = data
+			return u, nil
+		})
+	return sent, err
+}
+
+// decodeJSON decodes data as the server's JSON decoder does, numbers kept
+// as written.
+func decodeJSON(t *testing.T, data []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	var v any
+	require.NoError(t, dec.Decode(&v), "%s", data)
+	return v
+}
+
+// asJSON is v as encoding/json encodes it and the server decodes it.
+func asJSON(t *testing.T, v any) any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return decodeJSON(t, data)
+}
+
+// dropNullMembers removes the null members of every JSON object in v
+// outside lists, which a decoder into Go types reads as absent; a list is
+// kept as it is, since a merge patch sets it whole.
+func dropNullMembers(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		if x != nil {
+			out[k] = dropNullMembers(x)
+		}
+	}
+	return out
+}
+
+func withVersion(obj map[string]any, rv string) map[string]any {
+	obj["metadata"] = map[string]any{"name": "jobs", "resourceVersion": rv}
+	return obj
+}
+
+func TestPatchOnConflictMergePatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		from, to map[string]any
+		want     string // the patch, keys sorted
+	}{
+		{"a field set",
+			map[string]any{"spec": map[string]any{"a": int64(1)}},
+			map[string]any{"spec": map[string]any{"a": int64(1), "b": "x"}},
+			`{"metadata":{"resourceVersion":"7"},"spec":{"b":"x"}}`},
+		{"a field changed deep down, its siblings left out",
+			map[string]any{"spec": map[string]any{"a": map[string]any{"b": int64(1), "c": true}, "d": "kept"}},
+			map[string]any{"spec": map[string]any{"a": map[string]any{"b": int64(2), "c": true}, "d": "kept"}},
+			`{"metadata":{"resourceVersion":"7"},"spec":{"a":{"b":2}}}`},
+		{"a field removed is a null",
+			map[string]any{"spec": map[string]any{"a": int64(1), "b": int64(2)}},
+			map[string]any{"spec": map[string]any{"a": int64(1)}},
+			`{"metadata":{"resourceVersion":"7"},"spec":{"b":null}}`},
+		{"a whole object removed is a null",
+			map[string]any{"spec": map[string]any{"a": int64(1)}, "status": map[string]any{"x": "y"}},
+			map[string]any{"spec": map[string]any{"a": int64(1)}},
+			`{"metadata":{"resourceVersion":"7"},"status":null}`},
+		{"a list changed is sent whole",
+			map[string]any{"items": []any{"a", "b", "c"}},
+			map[string]any{"items": []any{"a", "b", "d"}},
+			`{"items":["a","b","d"],"metadata":{"resourceVersion":"7"}}`},
+		{"a list of objects changed in one member is sent whole",
+			map[string]any{"items": []any{map[string]any{"n": "a", "v": int64(1)}, map[string]any{"n": "b"}}},
+			map[string]any{"items": []any{map[string]any{"n": "a", "v": int64(2)}, map[string]any{"n": "b"}}},
+			`{"items":[{"n":"a","v":2},{"n":"b"}],"metadata":{"resourceVersion":"7"}}`},
+		{"an object where a scalar was",
+			map[string]any{"spec": "none"},
+			map[string]any{"spec": map[string]any{"a": "b"}},
+			`{"metadata":{"resourceVersion":"7"},"spec":{"a":"b"}}`},
+		{"a field beside the lock",
+			map[string]any{},
+			map[string]any{"labels": "not metadata's"},
+			`{"labels":"not metadata's","metadata":{"resourceVersion":"7"}}`},
+		{"an int64 beyond float64's precision keeps every digit",
+			map[string]any{"n": int64(1)},
+			map[string]any{"n": int64(math.MaxInt64)},
+			`{"metadata":{"resourceVersion":"7"},"n":9223372036854775807}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			data, err := patchOf(t, withVersion(tc.from, "7"), withVersion(tc.to, "7"))
+			require.NoError(t, err)
+			assert.JSONEq(t, tc.want, string(data))
+			// And applying it gives the object mutate left.
+			assert.Equal(t, asJSON(t, tc.to), mergeApply(asJSON(t, tc.from), decodeJSON(t, data)))
+		})
+	}
+	t.Run("metadata changed", func(t *testing.T) {
+		t.Parallel()
+		from := withVersion(map[string]any{}, "7")
+		to := withVersion(map[string]any{}, "7")
+		to["metadata"].(map[string]any)["labels"] = map[string]any{"a": "b"}
+		data, err := patchOf(t, from, to)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"metadata":{"labels":{"a":"b"},"resourceVersion":"7"}}`, string(data))
+	})
+}
+
+func TestPatchOnConflictNothingToSend(t *testing.T) {
+	t.Parallel()
+	from := withVersion(map[string]any{"spec": map[string]any{"a": int64(1)}}, "7")
+	for name, to := range map[string]map[string]any{
+		"no change": withVersion(map[string]any{"spec": map[string]any{"a": int64(1)}}, "7"),
+		// The no-op check of unstructured content: the same JSON.
+		"the same number as a float64": withVersion(map[string]any{"spec": map[string]any{"a": float64(1)}}, "7"),
+		// mutate may not move the lock: a changed resourceVersion alone
+		// is nothing to send.
+		"only the resourceVersion": withVersion(map[string]any{"spec": map[string]any{"a": int64(1)}}, "8"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := patchOf(t, from, to)
+			require.NoError(t, err)
+			assert.Nil(t, data, "patch not called")
+		})
+	}
+	t.Run("a change JSON does not carry", func(t *testing.T) {
+		t.Parallel()
+		// A field outside the type's JSON differs to the no-op check of a
+		// typed object, but no merge patch can carry it: nothing is sent.
+		current := &hiddenNote{ObjectMeta: metav1.ObjectMeta{Name: "jobs", ResourceVersion: "7"}}
+		obj, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, current, nil,
+			func(h *hiddenNote) error { h.Note = "not in JSON"; return nil },
+			func(context.Context, *hiddenNote, []byte) (*hiddenNote, error) {
+				return nil, errors.New("patch called")
+			})
+		require.NoError(t, err)
+		assert.Equal(t, "not in JSON", obj.Note, "the copy mutate was given")
+	})
+}
+
+// hiddenNote is an Object with a field its JSON does not carry.
+type hiddenNote struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Note              string `json:"-"`
+}
+
+func (h *hiddenNote) DeepCopyObject() runtime.Object {
+	c := *h
+	h.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return &c
+}
+
+func TestPatchOnConflictRandomTrees(t *testing.T) {
+	t.Parallel()
+	// Over random JSON trees and random edits of them: applying the patch
+	// to the object as read gives the object mutate left (a null member
+	// read as absent, as a decoder into Go types reads it); each member
+	// mutate removed is a null; each list mutate changed is in the patch
+	// whole; and the patch holds the lock.
+	rng := mrand.New(mrand.NewPCG(19, 7386))
+	for i := range 2000 {
+		from := randObject(rng, 4)
+		to := runtime.DeepCopyJSON(from)
+		for range 1 + rng.IntN(4) {
+			editTree(rng, to, 4)
+		}
+		rv := strconv.Itoa(i + 1)
+		withVersion(from, rv)
+		withVersion(to, rv)
+
+		data, err := patchOf(t, from, to)
+		require.NoError(t, err)
+		want, read := asJSON(t, to), asJSON(t, from)
+		if equalModuloNulls(read, want) {
+			// The edits cancelled out, or only touched nulls.
+			continue
+		}
+		require.NotNil(t, data, "case %d: a change and no patch", i)
+		patch := decodeJSON(t, data)
+		got := mergeApply(read, patch)
+		require.Equal(t, dropNullMembers(want), dropNullMembers(got), "case %d: from %v\nto %v\npatch %s", i, read, want, data)
+		assert.Equal(t, rv, patchVersion(patch), "case %d: the lock", i)
+		checkRemovedAndLists(t, read, want, patch, "")
+	}
+}
+
+// equalModuloNulls reports whether a and b are the same to a decoder into
+// Go types.
+func equalModuloNulls(a, b any) bool {
+	x, _ := json.Marshal(dropNullMembers(a))
+	y, _ := json.Marshal(dropNullMembers(b))
+	return string(x) == string(y)
+}
+
+// checkRemovedAndLists checks the patch p from a to b at path: a member of
+// a that b lacks is a null in p, and a list that differs is p's whole.
+func checkRemovedAndLists(t *testing.T, a, b, p any, path string) {
+	t.Helper()
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	pm, pok := p.(map[string]any)
+	if !aok || !bok || !pok {
+		if _, isList := b.([]any); isList && !equalModuloNulls(a, b) {
+			assert.Equal(t, b, p, "%s: a list changed is sent whole", path)
+		}
+		return
+	}
+	for k, av := range am {
+		bv, ok := bm[k]
+		switch {
+		case !ok && av != nil:
+			pv, sent := pm[k]
+			assert.True(t, sent && pv == nil, "%s.%s: removed, and not a null in the patch (%v)", path, k, pv)
+		case ok:
+			if pv, sent := pm[k]; sent {
+				checkRemovedAndLists(t, av, bv, pv, path+"."+k)
+			} else {
+				assert.True(t, equalModuloNulls(av, bv), "%s.%s: changed and not in the patch", path, k)
+			}
+		}
+	}
+}
+
+// randValue returns a random JSON value of unstructured content, at most
+// depth deep.
+func randValue(rng *mrand.Rand, depth int) any {
+	n := 7
+	if depth == 0 {
+		n = 5
+	}
+	switch rng.IntN(n) {
+	case 0:
+		return nil
+	case 1:
+		return rng.IntN(2) == 0
+	case 2:
+		return int64(rng.IntN(5)) - 2
+	case 3:
+		return float64(rng.IntN(9)) / 4
+	case 4:
+		return []string{"", "a", "b", "<&>", "ü"}[rng.IntN(5)]
+	case 5:
+		return randObject(rng, depth-1)
+	default:
+		l := make([]any, rng.IntN(4))
+		for i := range l {
+			l[i] = randValue(rng, depth-1)
+		}
+		return l
+	}
+}
+
+func randObject(rng *mrand.Rand, depth int) map[string]any {
+	m := map[string]any{}
+	for range rng.IntN(5) {
+		m[randKey(rng)] = randValue(rng, depth)
+	}
+	return m
+}
+
+func randKey(rng *mrand.Rand) string { return string(rune('a' + rng.IntN(6))) }
+
+// editTree makes one random edit somewhere in the object m: a member set,
+// replaced or removed, a list changed, or an edit one level down.
+func editTree(rng *mrand.Rand, m map[string]any, depth int) {
+	k := randKey(rng)
+	switch v := m[k].(type) {
+	case map[string]any:
+		if depth > 0 && rng.IntN(3) > 0 {
+			editTree(rng, v, depth-1)
+			return
+		}
+	case []any:
+		if len(v) > 0 && rng.IntN(2) == 0 {
+			v[rng.IntN(len(v))] = randValue(rng, depth-1)
+			return
+		}
+	}
+	if _, ok := m[k]; ok && rng.IntN(3) == 0 {
+		delete(m, k)
+		return
+	}
+	m[k] = randValue(rng, depth)
+}
+
+func TestPatchOnConflictRetriesAConflict(t *testing.T) {
+	t.Parallel()
+	// Another writer changes the object between the read and the patch:
+	// the lock makes the server refuse the patch, the retry reads afresh
+	// and patches the version it read, keeping the other writer's change.
+	c := newCounterClient("jobs")
+	cached, err := c.api.Get(context.Background(), "jobs")
+	require.NoError(t, err)
+	c.api.beforePatch = func() {
+		if c.api.patches == 1 {
+			c.api.touch("jobs")
+		}
+	}
+	get := func(ctx context.Context) (*Counter, error) { return c.Get(ctx, "jobs", metav1.GetOptions{}) }
+	patch := func(ctx context.Context, o *Counter, data []byte) (*Counter, error) {
+		return c.Patch(ctx, o.Name, types.MergePatchType, data, metav1.PatchOptions{})
+	}
+	obj, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, cached, get,
+		func(o *Counter) error { o.Owner = "a"; return nil }, patch, retry.WithSleeper(c))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"patch", "wait", "get", "patch"}, c.log)
+	assert.Equal(t, "a", obj.Owner)
+	assert.Equal(t, 100, obj.Count, "the other writer's change is kept")
+	assert.JSONEq(t, `{"metadata":{"resourceVersion":"2"},"owner":"a"}`, string(c.api.lastPatch), "locked to the version the retry read")
+	assert.Empty(t, cached.Owner, "current is never modified")
+}
+
+func TestPatchOnConflictErrors(t *testing.T) {
+	t.Parallel()
+	forbidden := apierrors.NewForbidden(counterResource, "jobs", errors.New("no"))
+	t.Run("patch's error other than Conflict", func(t *testing.T) {
+		t.Parallel()
+		calls := 0
+		_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, nil,
+			func(context.Context) (*Counter, error) {
+				return &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}}, nil
+			},
+			func(o *Counter) error { o.Owner = "a"; return nil },
+			func(context.Context, *Counter, []byte) (*Counter, error) { calls++; return nil, forbidden },
+			retry.WithSleeper(noSleep{}))
+		assert.Same(t, forbidden, err)
+		assert.Equal(t, 1, calls, "not retried")
+	})
+	t.Run("exhaustion returns the last Conflict", func(t *testing.T) {
+		t.Parallel()
+		var last error
+		n := 0
+		obj, err := retry.PatchOnConflict(context.Background(), retry.Backoff{Steps: 3}, nil,
+			func(context.Context) (*Counter, error) {
+				return &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}}, nil
+			},
+			func(o *Counter) error { o.Owner = "a"; return nil },
+			func(context.Context, *Counter, []byte) (*Counter, error) { n++; last = conflict(n); return nil, last },
+			retry.WithSleeper(noSleep{}))
+		assert.True(t, err == last, "the last Conflict itself: %v", err)
+		assert.Nil(t, obj)
+		assert.Equal(t, 3, n)
+	})
+	t.Run("an object that does not encode to a JSON object", func(t *testing.T) {
+		t.Parallel()
+		_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, &jsonScalar{V: 1}, nil,
+			func(o *jsonScalar) error { o.V = 2; return nil },
+			func(context.Context, *jsonScalar, []byte) (*jsonScalar, error) {
+				return nil, errors.New("patch called")
+			})
+		require.Error(t, err)
+		assert.Equal(t, "retry: a *retry_test.jsonScalar does not encode to a JSON object, so no merge patch can change it", err.Error())
+	})
+}
+
+// jsonScalar is an Object that encodes to a JSON number.
+type jsonScalar struct {
+	metav1.TypeMeta
+	V int
+}
+
+func (j *jsonScalar) DeepCopyObject() runtime.Object { c := *j; return &c }
+func (j *jsonScalar) MarshalJSON() ([]byte, error)   { return json.Marshal(j.V) }
+
+func TestPatchOnConflictRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	called := 0
+	get := func(context.Context) (*Counter, error) { called++; return nil, nil }
+	mutate := func(*Counter) error { called++; return nil }
+	patch := func(context.Context, *Counter, []byte) (*Counter, error) { called++; return nil, nil }
+	current := &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs", ResourceVersion: "1"}}
+	var nilCtx context.Context
+	for _, tc := range []struct {
+		name string
+		run  func() (*Counter, error)
+		want string
+	}{
+		{"nil mutate", func() (*Counter, error) {
+			return retry.PatchOnConflict(context.Background(), retry.DefaultRetry, current, get, nil, patch)
+		}, "retry: mutate is nil"},
+		{"nil patch", func() (*Counter, error) {
+			return retry.PatchOnConflict(context.Background(), retry.DefaultRetry, current, get, mutate, nil)
+		}, "retry: patch is nil"},
+		{"nil get and zero current", func() (*Counter, error) {
+			return retry.PatchOnConflict(context.Background(), retry.DefaultRetry, nil, nil, mutate, patch)
+		}, "retry: get is nil"},
+		{"nil ctx", func() (*Counter, error) {
+			return retry.PatchOnConflict(nilCtx, retry.DefaultRetry, current, get, mutate, patch)
+		}, "retry: ctx is nil"},
+		{"invalid backoff", func() (*Counter, error) {
+			return retry.PatchOnConflict(context.Background(), retry.Backoff{}, current, get, mutate, patch)
+		}, "Steps 0"},
+		{"negative attempt timeout", func() (*Counter, error) {
+			return retry.PatchOnConflict(context.Background(), retry.DefaultRetry, current, get, mutate, patch, retry.WithAttemptTimeout(-1))
+		}, "retry: WithAttemptTimeout(-1ns)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj *Counter
+			var err error
+			require.NotPanics(t, func() { obj, err = tc.run() })
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "retry: "), err.Error())
+			assert.Nil(t, obj)
+		})
+	}
+	assert.Zero(t, called, "nothing called")
+}

@@ -1,0 +1,200 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Getter reads an object by name: the Get method of a client-go typed
+// client, such as corev1client.ConfigMapInterface for *corev1.ConfigMap.
+type Getter[T Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+}
+
+// Creator creates an object: the Create method of a client-go typed
+// client.
+type Creator[T Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+}
+
+// Updater replaces an object: the Update method of a client-go typed
+// client.
+type Updater[T Object] interface {
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// StatusUpdater replaces an object's status: the UpdateStatus method of a
+// client-go typed client for a kind with a status subresource.
+type StatusUpdater[T Object] interface {
+	UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// Patcher patches an object: the Patch method of a client-go typed client.
+type Patcher[T Object] interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+// UpdateClient is what [Update] takes: a Getter and an Updater, as every
+// client-go typed client is (corev1client.ConfigMapInterface,
+// appsv1client.DeploymentInterface, ...).
+type UpdateClient[T Object] interface {
+	Getter[T]
+	Updater[T]
+}
+
+// UpdateStatusClient is what [UpdateStatus] takes: a Getter and a
+// StatusUpdater, as the client-go typed client of a kind with a status
+// subresource is (appsv1client.DeploymentInterface, ...).
+type UpdateStatusClient[T Object] interface {
+	Getter[T]
+	StatusUpdater[T]
+}
+
+// EnsureClient is what [Ensure] takes: a Getter, a Creator and an Updater,
+// as every client-go typed client is.
+type EnsureClient[T Object] interface {
+	Getter[T]
+	Creator[T]
+	Updater[T]
+}
+
+// PatchClient is what [Patch] takes: a Getter and a Patcher, as every
+// client-go typed client is.
+type PatchClient[T Object] interface {
+	Getter[T]
+	Patcher[T]
+}
+
+var errNilClient = errors.New("retry: the client c is nil")
+
+// Update is [UpdateOnConflict] through a client-go typed client: it reads
+// the object named by obj with c.Get, changes a copy with mutate and writes
+// it with c.Update, again after a Conflict, and returns the object as the
+// server stored it (or, when mutate changed nothing, the copy mutate was
+// given). Every rule of UpdateOnConflict holds, but for the first attempt:
+//
+//   - obj with a resourceVersion is a stored object (from an informer's
+//     lister or controller-runtime's cached client): the first attempt
+//     changes a copy of it without a read, so a fresh obj costs one
+//     request.
+//   - obj without one is an object the caller built, its name set (and
+//     its namespace, for a namespaced kind): the first attempt reads it
+//     with c.Get, so a built object is never written blind over the stored
+//     one.
+//
+// obj is never modified. Each c.Get and c.Update is given the attempt's
+// context and empty options. c is namespaced already (cms :=
+// client.CoreV1().ConfigMaps(ns)); obj's namespace is not passed to it. A
+// nil c, a zero obj or one without a name (or without object metadata), a
+// nil mutate, an invalid backoff or a nil ctx returns an error at once,
+// calling nothing.
+func Update[T Object](ctx context.Context, backoff Backoff, c UpdateClient[T], obj T,
+	mutate func(T) error, opts ...Option) (T, error) {
+	w, err := typedWriter[T](c, obj, mutate)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	w.update = func(ctx context.Context, o T) (T, error) { return c.Update(ctx, o, metav1.UpdateOptions{}) }
+	return w.runNoResult(ctx, backoff, opts)
+}
+
+// UpdateStatus is [Update] writing with c.UpdateStatus: the server keeps
+// only the status of what it is sent, and the object's other fields as
+// they are stored. Every rule of Update holds.
+func UpdateStatus[T Object](ctx context.Context, backoff Backoff, c UpdateStatusClient[T], obj T,
+	mutate func(T) error, opts ...Option) (T, error) {
+	w, err := typedWriter[T](c, obj, mutate)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	w.update = func(ctx context.Context, o T) (T, error) { return c.UpdateStatus(ctx, o, metav1.UpdateOptions{}) }
+	return w.runNoResult(ctx, backoff, opts)
+}
+
+// Ensure is [CreateOrUpdate] through a client-go typed client: it makes
+// sure the object named by obj exists and looks as mutate wants it,
+// reading with c.Get, creating with c.Create and updating with c.Update,
+// with the races between them retried. Every rule of CreateOrUpdate holds,
+// obj in current's place: an obj with a resourceVersion is a stored copy
+// that the first attempt changes without a read; one without is read
+// first; on the create path a copy of obj, cleared as CreateOrUpdate
+// clears current, seeds the object created. obj is never modified. A nil
+// c, a zero obj or one without a name, a nil mutate, an invalid backoff or
+// a nil ctx returns an error at once, calling nothing.
+func Ensure[T Object](ctx context.Context, backoff Backoff, c EnsureClient[T], obj T,
+	mutate func(T) error, opts ...Option) (T, Result, error) {
+	w, err := typedWriter[T](c, obj, mutate)
+	if err != nil {
+		var zero T
+		return zero, ResultUnchanged, err
+	}
+	w.create = func(ctx context.Context, o T) (T, error) { return c.Create(ctx, o, metav1.CreateOptions{}) }
+	w.update = func(ctx context.Context, o T) (T, error) { return c.Update(ctx, o, metav1.UpdateOptions{}) }
+	return w.run(ctx, backoff, opts)
+}
+
+// Patch is [PatchOnConflict] through a client-go typed client: it reads
+// the object named by obj with c.Get, changes a copy with mutate and sends
+// what changed with c.Patch as a JSON merge patch (types.MergePatchType)
+// locked to the version read, again after a Conflict. The first attempt
+// is Update's: an obj with a resourceVersion is changed without a read,
+// one without is read first. A nil c, a zero obj or one without a name, a
+// nil mutate, an invalid backoff or a nil ctx returns an error at once,
+// calling nothing.
+func Patch[T Object](ctx context.Context, backoff Backoff, c PatchClient[T], obj T,
+	mutate func(T) error, opts ...Option) (T, error) {
+	w, err := typedWriter[T](c, obj, mutate)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	name := w.name
+	w.patch = func(ctx context.Context, _ T, data []byte) (T, error) {
+		return c.Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+	}
+	return w.runNoResult(ctx, backoff, opts)
+}
+
+// typed is a typed form's writer and the name of its object.
+type typed[T Object] struct {
+	writer[T]
+	name string
+}
+
+// typedWriter checks the arguments of a typed form, c its client, and
+// returns its writer, reading with c.Get, its write left to set.
+func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], error) {
+	var zero T
+	switch {
+	case c == nil:
+		return typed[T]{}, errNilClient
+	case obj == zero:
+		return typed[T]{}, fmt.Errorf("retry: obj is a nil %T; it must name the object to write", obj)
+	case mutate == nil:
+		return typed[T]{}, errNilMutate
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return typed[T]{}, fmt.Errorf("retry: obj, a %T, has no object metadata: %w", obj, err)
+	}
+	name := acc.GetName()
+	if name == "" {
+		return typed[T]{}, fmt.Errorf("retry: obj, a %T, has no name; it must name the object to write", obj)
+	}
+	w := typed[T]{writer: writer[T]{current: obj, stored: acc.GetResourceVersion() != "", mutate: mutate}, name: name}
+	w.get = func(ctx context.Context) (T, error) { return c.Get(ctx, name, metav1.GetOptions{}) }
+	return w, nil
+}
+
+// runNoResult is run for the loops that return no Result.
+func (w *writer[T]) runNoResult(ctx context.Context, backoff Backoff, opts []Option) (T, error) {
+	obj, _, err := w.run(ctx, backoff, opts)
+	return obj, err
+}
