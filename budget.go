@@ -23,6 +23,12 @@ var (
 	ErrInvalidBudget = errors.New("retry: invalid budget")
 )
 
+// budgetsOnWire is set once any Budget's WrapTransport has been called,
+// and budgetsRefused once any Budget has refused or held anything: until
+// then no transport reads a loop's marks, and no error is a Budget's
+// refusal, so the loops need not look for them.
+var budgetsOnWire, budgetsRefused atomic.Bool
+
 // budgetSlots is the number of sub-windows a Window is counted in.
 const budgetSlots = 10
 
@@ -219,6 +225,9 @@ func (b *Budget) withdraw(afterTransient bool) bool {
 	slot := b.advance(now)
 	allowed := math.Floor(b.MinPerSecond*b.Window.Seconds() + b.Ratio*float64(b.firstTotal))
 	if float64(b.retryTotal+1) > allowed {
+		if !budgetsRefused.Load() {
+			budgetsRefused.Store(true)
+		}
 		b.stats.Refused++
 		b.mu.Unlock()
 		if afterTransient && b.Hold > 0 {

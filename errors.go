@@ -171,9 +171,17 @@ func isHTTP2ConnError(msg string) bool {
 func isDeadlineExceeded(err error) bool { return inTree(err, context.DeadlineExceeded) }
 
 // inTree reports whether target itself is in err's tree, found through
-// Unwrap alone: errors.Is without the Is methods, and cheaper on an error
-// that wraps nothing.
+// Unwrap alone: errors.Is without the Is methods. It is cheap on an error
+// that wraps nothing, as most of a loop's failed attempts return.
 func inTree(err, target error) bool {
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		return wrapsTarget(err, target)
+	}
+	return err == target
+}
+
+func wrapsTarget(err, target error) bool {
 	for err != nil {
 		if err == target {
 			return true

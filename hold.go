@@ -160,6 +160,9 @@ func (b *Budget) startHoldLocked(now time.Time) {
 	if h.on {
 		return
 	}
+	if !budgetsRefused.Load() {
+		budgetsRefused.Store(true) // the hold will keep calls from going
+	}
 	h.on, h.released = true, make(chan struct{})
 	h.interval, h.next, h.probe = b.Hold, now.Add(b.Hold), 0
 	b.holding.Store(true)

@@ -54,21 +54,43 @@ func (f attemptFunc) call(ctx context.Context, retriable func(error) bool) (retr
 	return err != nil && retriable(err), err
 }
 
-// judge is what an attempt's err says (see the function judge), as far as
-// the loop needs it: a Budget observes every attempt; a context loop marks
-// the next attempt's context after a transient failure; any loop returns
-// at once an error a Budget refused. A plain loop without a Budget needs
-// only the last, which spares its failed attempts the cost of IsTransient.
-func (o *options) judge(c loopContext, err error, retry bool) outcome {
+// prepare readies an attempt of a loop that has a Budget or a context:
+// the Budget admits the first attempt (it may wait during a hold, or go
+// as the probe), and ctx becomes the attempt's context.
+func (o *options) prepare(c loopContext, attempt int, afterTransient bool) (probe uint64, ctx context.Context, err error) {
+	if attempt == 1 && o.budget != nil {
+		if probe, err = o.budget.admit(c.ctx, c.done); err != nil {
+			return 0, nil, err
+		}
+	}
+	if c.ctx != nil {
+		ctx = o.attemptContext(c.ctx, afterTransient)
+	}
+	return probe, ctx, nil
+}
+
+// outcome is what an attempt's error err says, as far as the loop needs
+// it, and the Budget observes it. A Budget observes every attempt; a
+// context loop marks the next attempt's context after a transient
+// failure, for the transports of Budgets on the wire; any loop returns at
+// once an error a Budget refused, which cannot exist before some Budget
+// refused something. So a process that uses no Budget pays nothing for
+// them on a failed attempt.
+func (o *options) outcome(c loopContext, attempt int, probe uint64, err error, retry, timedOut bool) outcome {
+	out := answered
 	switch {
 	case err == nil || !retry && o.budget == nil:
-		return answered
-	case o.budget != nil || c.ctx != nil:
-		return judge(err)
-	case inTree(err, ErrBudgetExhausted):
-		return budgetRefused
+	case timedOut: // an attempt that ran out of its own time failed transiently
+		out = failedTransiently
+	case o.budget != nil || c.ctx != nil && budgetsOnWire.Load():
+		out = judge(err)
+	case budgetsRefused.Load() && inTree(err, ErrBudgetExhausted):
+		out = budgetRefused
 	}
-	return answered
+	if o.budget != nil {
+		o.budget.observe(attempt == 1, probe, out)
+	}
+	return out
 }
 
 // attemptContext is the context an attempt's fn gets: the loop's ctx,
@@ -118,30 +140,33 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 		if c.ended() {
 			return o.done(attempt-1, newContextError(c.ctx, attempt-1, lastErr), false)
 		}
+		ctx := c.ctx
 		var probe uint64 // the first attempt's, when a hold lets it go as the probe
-		if attempt == 1 && o.budget != nil {
+		if o.budget != nil || ctx != nil {
 			var err error
-			if probe, err = o.budget.admit(c.ctx, c.done); err != nil {
+			if probe, ctx, err = o.prepare(c, attempt, afterTransient); err != nil {
 				return o.done(0, err, false)
 			}
 		}
-		ctx := c.ctx
-		if ctx != nil {
-			ctx = o.attemptContext(ctx, afterTransient)
-		}
 		var err error
 		var retry, timedOut bool
-		if probe != 0 {
+		switch { // fn.call written out: the call costs the hot path
+		case probe != 0:
 			retry, timedOut, err = o.budget.probeAttempt(probe, &o, fn, ctx, retriable)
-		} else {
+		case o.attemptTimeout > 0:
 			retry, timedOut, err = o.attempt(ctx, fn, retriable)
+		case fn.plain != nil:
+			err = fn.plain()
+			retry = err != nil && retriable(err)
+		case fn.withCtx != nil:
+			err = fn.withCtx(ctx)
+			retry = err != nil && retriable(err)
+		default:
+			retry, err = fn.write(ctx)
 		}
-		out := o.judge(c, err, retry)
-		if timedOut { // an attempt that ran out of its own time failed transiently
-			out = failedTransiently
-		}
-		if o.budget != nil {
-			o.budget.observe(attempt == 1, probe, out)
+		out := answered
+		if o.budget != nil || err != nil && (ctx != nil || budgetsRefused.Load()) {
+			out = o.outcome(c, attempt, probe, err, retry, timedOut)
 		}
 		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)

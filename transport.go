@@ -66,6 +66,7 @@ func (b *Budget) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 	if b.resends.Load() == nil {
 		b.resends.CompareAndSwap(nil, &resendTable{seed: maphash.MakeSeed()})
 	}
+	budgetsOnWire.Store(true)
 	return &budgetTransport{budget: b, rt: rt}
 }
 

@@ -65,9 +65,10 @@ func newRetryMetrics() *retryMetrics {
 	return m
 }
 
-// register registers m in reg and returns a function that unregisters it.
-func (m *retryMetrics) register(reg prometheus.Registerer) (unregister func(), err error) {
-	cs := []prometheus.Collector{m.retries, m.calls, m.wait}
+// register registers m, and the extra collectors, in reg and returns a
+// function that unregisters them.
+func (m *retryMetrics) register(reg prometheus.Registerer, extra ...prometheus.Collector) (unregister func(), err error) {
+	cs := append([]prometheus.Collector{m.retries, m.calls, m.wait}, extra...)
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -81,6 +82,31 @@ func (m *retryMetrics) register(reg prometheus.Registerer) (unregister func(), e
 			reg.Unregister(c)
 		}
 	}, nil
+}
+
+// budgetCounters exposes what a Budget did, its Stats, as counters beside
+// the loops' metrics: one CounterFunc per field, read at each scrape. A
+// Budget charged by every loop and by cfg.Wrap(budget.WrapTransport)
+// shows the whole process's load on the server: first attempts and
+// retries sent, retries refused, calls held while the server failed, and
+// the probes sent meanwhile.
+func budgetCounters(b *retry.Budget) []prometheus.Collector {
+	counter := func(name, help string, read func(retry.BudgetStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuberetry_budget_" + name + "_total", Help: help},
+			func() float64 { return float64(read(b.Stats())) })
+	}
+	return []prometheus.Collector{
+		counter("first_attempts", "First attempts the retry budget counted, probes included.",
+			func(s retry.BudgetStats) uint64 { return s.FirstAttempts }),
+		counter("retries", "Retries the retry budget granted.",
+			func(s retry.BudgetStats) uint64 { return s.Retries }),
+		counter("refused", "Retries the retry budget refused, and calls without a context refused during a hold.",
+			func(s retry.BudgetStats) uint64 { return s.Refused }),
+		counter("held", "First attempts that waited for the retry budget's hold while the server failed.",
+			func(s retry.BudgetStats) uint64 { return s.Held }),
+		counter("probes", "First attempts the retry budget sent as probes during a hold.",
+			func(s retry.BudgetStats) uint64 { return s.Probes }),
+	}
 }
 
 // options returns the loop options that feed m, to pass to every loop.
@@ -141,7 +167,7 @@ var configMaps = schema.GroupResource{Resource: "configmaps"}
 // metricsSequence runs a known sequence of calls with m's options and the
 // sleeper s, and returns what each returned. Backoff: 3 attempts, waits of
 // 100ms and 200ms, no jitter.
-func metricsSequence(ctx context.Context, m *retryMetrics, s retry.Sleeper, budgetClock *clocktesting.FakeClock) []error {
+func metricsSequence(ctx context.Context, m *retryMetrics, s retry.Sleeper, budget *retry.Budget) []error {
 	b := retry.Backoff{Steps: 3, Duration: 100 * time.Millisecond, Factor: 2}
 	opts := append(m.options(), retry.WithSleeper(s))
 	conflict := apierrors.NewConflict(configMaps, "x", errors.New("the object has been modified"))
@@ -180,8 +206,8 @@ func metricsSequence(ctx context.Context, m *retryMetrics, s retry.Sleeper, budg
 	})))
 	// 6. A reset, retried after 100ms, then success.
 	call(ctx, retry.IsTransient, failing(reset))
-	// 7. A reset, and a budget that allows no retry: refused.
-	call(ctx, retry.IsTransient, failing(reset), retry.WithBudget(&retry.Budget{Window: time.Second, Clock: budgetClock}))
+	// 7. A reset, and budget, which must allow no retry: refused.
+	call(ctx, retry.IsTransient, failing(reset), retry.WithBudget(budget))
 	return errs
 }
 
@@ -194,14 +220,15 @@ func (f sleeperFunc) Sleep(d time.Duration) { f(d) }
 // and reads the values back from that registry.
 func TestMetrics(t *testing.T) {
 	m := newRetryMetrics()
-	unregister, err := m.register(metrics.Registry)
+	clock := clocktesting.NewFakeClock(time.Now())
+	budget := &retry.Budget{Window: time.Second, Clock: clock} // no retry at all
+	unregister, err := m.register(metrics.Registry, budgetCounters(budget)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unregister()
-	clock := clocktesting.NewFakeClock(time.Now())
 	start := clock.Now()
-	errs := metricsSequence(t.Context(), m, clock, clock)
+	errs := metricsSequence(t.Context(), m, clock, budget)
 
 	// What each call returned, as the sequence promises.
 	checks := []struct {
@@ -227,6 +254,21 @@ func TestMetrics(t *testing.T) {
 	}
 
 	want := `
+# HELP kuberetry_budget_first_attempts_total First attempts the retry budget counted, probes included.
+# TYPE kuberetry_budget_first_attempts_total counter
+kuberetry_budget_first_attempts_total 1
+# HELP kuberetry_budget_held_total First attempts that waited for the retry budget's hold while the server failed.
+# TYPE kuberetry_budget_held_total counter
+kuberetry_budget_held_total 0
+# HELP kuberetry_budget_probes_total First attempts the retry budget sent as probes during a hold.
+# TYPE kuberetry_budget_probes_total counter
+kuberetry_budget_probes_total 0
+# HELP kuberetry_budget_refused_total Retries the retry budget refused, and calls without a context refused during a hold.
+# TYPE kuberetry_budget_refused_total counter
+kuberetry_budget_refused_total 1
+# HELP kuberetry_budget_retries_total Retries the retry budget granted.
+# TYPE kuberetry_budget_retries_total counter
+kuberetry_budget_retries_total 0
 # HELP kuberetry_calls_total Calls of the retry loops, by how they ended.
 # TYPE kuberetry_calls_total counter
 kuberetry_calls_total{outcome="budget"} 1
@@ -251,7 +293,9 @@ kuberetry_retry_wait_seconds_sum 0.6
 kuberetry_retry_wait_seconds_count 5
 `
 	if err := testutil.GatherAndCompare(metrics.Registry, strings.NewReader(want),
-		"kuberetry_calls_total", "kuberetry_retries_total", "kuberetry_retry_wait_seconds"); err != nil {
+		"kuberetry_calls_total", "kuberetry_retries_total", "kuberetry_retry_wait_seconds",
+		"kuberetry_budget_first_attempts_total", "kuberetry_budget_retries_total", "kuberetry_budget_refused_total",
+		"kuberetry_budget_held_total", "kuberetry_budget_probes_total"); err != nil {
 		t.Errorf("metrics read back from the registry:\n%v", err)
 	}
 }
@@ -261,7 +305,10 @@ kuberetry_retry_wait_seconds_count 5
 // wrapper around the calls.
 func Example_metrics() {
 	m := newRetryMetrics()
-	unregister, err := m.register(metrics.Registry)
+	// One Budget for every loop (and, through cfg.Wrap(budget.WrapTransport),
+	// every request) of the process, its Stats beside the loops' metrics.
+	budget := retry.NewBudget()
+	unregister, err := m.register(metrics.Registry, budgetCounters(budget)...)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -275,6 +322,7 @@ func Example_metrics() {
 			logger.V(1).Info("retrying", "attempt", ev.Attempt, "delay", ev.Delay, "reason", retryReason(ev.Err), "error", ev.Err)
 		}),
 		retry.WithOnDone(m.done),
+		retry.WithBudget(budget),
 		retry.WithSleeper(clocktesting.NewFakeClock(time.Time{})), // no real waits in an example
 	}
 	conflict := apierrors.NewConflict(configMaps, "app", errors.New("the object has been modified"))
@@ -296,6 +344,8 @@ func Example_metrics() {
 		}
 		for _, s := range f.GetMetric() {
 			switch {
+			case s.GetCounter().GetValue() > 0 && len(s.GetLabel()) == 0:
+				fmt.Printf("%s %v\n", f.GetName(), s.GetCounter().GetValue())
 			case s.GetCounter().GetValue() > 0:
 				fmt.Printf("%s{%s} %v\n", f.GetName(), s.GetLabel()[0].GetValue(), s.GetCounter().GetValue())
 			case s.GetHistogram() != nil:
@@ -307,6 +357,8 @@ func Example_metrics() {
 	// "level"=1 "msg"="retrying" "attempt"=1 "delay"="10ms" "reason"="conflict" "error"="Operation cannot be fulfilled on configmaps \"app\": the object has been modified"
 	// "level"=1 "msg"="retrying" "attempt"=2 "delay"="50ms" "reason"="conflict" "error"="Operation cannot be fulfilled on configmaps \"app\": the object has been modified"
 	// returned: <nil>
+	// kuberetry_budget_first_attempts_total 1
+	// kuberetry_budget_retries_total 2
 	// kuberetry_calls_total{success} 1
 	// kuberetry_retries_total{conflict} 2
 	// kuberetry_retry_wait_seconds count 2 sum 0.060s
