@@ -15,10 +15,14 @@
 // time.
 //
 // By default it starts a kube-apiserver and etcd in process, on loopback,
-// and throws them away afterwards. With --kubeconfig, or KUBECONFIG set, it
-// uses that cluster instead, in a namespace it creates and deletes.
+// and throws them away afterwards. With --apiservers N (1 to 5) it starts
+// an HA control plane in process instead: N kube-apiservers on one etcd
+// prefix of a three-member etcd, behind a round-robin load balancer, each
+// writer with a connection of its own, so the writers spread over the
+// apiservers. With --kubeconfig, or KUBECONFIG set, it uses that cluster
+// instead, in a namespace it creates and deletes.
 //
-//	go run ./cmd/demo [--writers 4,16,64] [--updates 10] [--kubeconfig FILE]
+//	go run ./cmd/demo [--writers 4,16,64] [--updates 10] [--apiservers N | --kubeconfig FILE]
 package main
 
 import (
@@ -87,15 +91,21 @@ const raceName = "CreateOrUpdate race, HotObject"
 
 var raceBackoff = retry.HotObjectBackoff
 
+// connectionsLine begins the line that an HA control plane's run ends
+// with: the writers' connections to each kube-apiserver.
+const connectionsLine = "connections per kube-apiserver (the balancer's):"
+
 // run is the program: args are its command-line arguments, kubeconfigEnv
 // the KUBECONFIG variable, the table goes to stdout and progress to p.
 func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Writer, p *contention.Progress) error {
 	flags := flag.NewFlagSet("contention", flag.ContinueOnError)
-	kubeconfig := flags.String("kubeconfig", kubeconfigEnv,
-		"kubeconfig of the cluster to use (default $KUBECONFIG); empty starts a kube-apiserver in process")
+	cluster := contention.AddClusterFlags(flags, kubeconfigEnv)
 	writersFlag := flags.String("writers", "4,16,64", "comma-separated numbers of concurrent writers")
 	updates := flags.Int("updates", 10, "increments per writer")
 	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if err := cluster.Check(); err != nil {
 		return err
 	}
 	writerCounts, err := parseCounts(*writersFlag)
@@ -106,7 +116,7 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 		return errors.New("--updates must be at least 1")
 	}
 
-	cl, err := contention.Open(ctx, *kubeconfig, "kuberetry-contention-", p)
+	cl, err := cluster.Open(ctx, "kuberetry-contention-", p)
 	if err != nil {
 		return err
 	}
@@ -124,6 +134,7 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 			label := fmt.Sprintf("[%d/%d] %s, %d writers", len(sums)+1, total, s.Name, writers)
 			res, err := contention.Run(ctx, s, contention.Config{
 				Client:    cl.Client,
+				Writer:    cl.Writer,
 				Namespace: cl.Namespace,
 				Name:      fmt.Sprintf("counter-%d", len(sums)),
 				Writers:   writers,
@@ -143,6 +154,7 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 		label := fmt.Sprintf("[%d/%d] %s, %d writers", len(sums)+1, total, raceName, writers)
 		res, err := contention.RaceCreateOrUpdate(ctx, raceName, raceBackoff, contention.Config{
 			Client:    cl.Client,
+			Writer:    cl.Writer,
 			Namespace: cl.Namespace,
 			Name:      fmt.Sprintf("raced-%d", len(sums)),
 			Writers:   writers,
@@ -161,6 +173,9 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 	printTable(stdout, sums)
 	fmt.Fprintf(stdout, "\n%s: the writers, released together, each make one CreateOrUpdate call on a ConfigMap\n"+
 		"that does not exist yet, adding a key of their own; exactly one creates it.\n", raceName)
+	if conns := cl.Connections(); conns != nil {
+		fmt.Fprintf(stdout, "%s %v\n", connectionsLine, conns)
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("unexpected results:\n  %s", strings.Join(problems, "\n  "))
 	}

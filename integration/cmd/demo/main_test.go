@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,9 @@ import (
 func checkTable(t *testing.T, out string, writerCounts int) {
 	t.Helper()
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if strings.HasPrefix(lines[len(lines)-1], connectionsLine) {
+		lines = lines[:len(lines)-1] // an HA control plane's; checkHA checks it
+	}
 	// Title, blank line, header, rows, blank line, two lines on the race.
 	want := 3 + writerCounts*(len(strategies)+1) + 3
 	if len(lines) != want {
@@ -85,6 +89,40 @@ func TestInProcess(t *testing.T) {
 	checkTable(t, out.String(), 2)
 	if !strings.Contains(log.String(), "deleted namespace") {
 		t.Errorf("no cleanup reported:\n%s", log.String())
+	}
+}
+
+// TestHA runs the demo on an HA control plane of two apiservers, and
+// checks that the writers' connections went to both.
+func TestHA(t *testing.T) {
+	var out, log bytes.Buffer
+	err := run(t.Context(), []string{"--apiservers=2", "--writers", "4", "--updates", "2"}, "", &out, contention.NewProgress(&log))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Logf("\n%s", out.String())
+	checkTable(t, out.String(), 1)
+	if !strings.Contains(out.String(), "2 kube-apiserver(s) on a 3-member embedded etcd") {
+		t.Errorf("the title does not name the HA control plane:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var a, b int
+	last := lines[len(lines)-1]
+	if _, err := fmt.Sscanf(strings.TrimPrefix(last, connectionsLine), " [%d %d]", &a, &b); err != nil || a == 0 || b == 0 {
+		t.Errorf("last line %q: want connections to both apiservers (%v)", last, err)
+	}
+}
+
+// TestAPIServersUsage checks that --apiservers outside 1 to 5 is a usage
+// error that starts nothing (contention's TestClusterFlags checks the rest).
+func TestAPIServersUsage(t *testing.T) {
+	var out, log bytes.Buffer
+	err := run(t.Context(), []string{"--apiservers=6"}, "", &out, contention.NewProgress(&log))
+	if err == nil || !strings.Contains(err.Error(), "--apiservers 6") {
+		t.Errorf("--apiservers=6: %v, want an error naming --apiservers 6", err)
+	}
+	if log.Len() > 0 || out.Len() > 0 {
+		t.Errorf("wrote %q and %q, want nothing started", out.String(), log.String())
 	}
 }
 

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *contention.Pro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	c, err := contention.Open(ctx, "", "outages-", p)
+	c, err := contention.Open(ctx, "", 0, "outages-", p)
 	if err != nil {
 		return err
 	}

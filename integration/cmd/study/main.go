@@ -20,11 +20,14 @@
 // with bars from the smallest to the largest) into the repository's docs/
 // directory, or into --out. --quick makes a small run for tests.
 //
-// By default it starts a kube-apiserver and etcd in process, on loopback;
-// with --kubeconfig, or KUBECONFIG set, it uses that cluster instead, in a
-// namespace it creates and deletes.
+// By default it starts a kube-apiserver and etcd in process, on loopback.
+// With --apiservers N (1 to 5) it starts an HA control plane in process
+// instead: N kube-apiservers on a three-member etcd behind a round-robin
+// load balancer, each writer a connection of its own; its files then go to
+// docs/ha-N. With --kubeconfig, or KUBECONFIG set, it uses that cluster
+// instead, in a namespace it creates and deletes.
 //
-//	go run ./cmd/study [--quick] [--out DIR] [--reps 3] [--kubeconfig FILE]
+//	go run ./cmd/study [--quick] [--out DIR] [--reps 3] [--apiservers N | --kubeconfig FILE]
 package main
 
 import (
@@ -95,12 +98,14 @@ type record struct {
 // the KUBECONFIG variable; the summary goes to stdout and progress to p.
 func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Writer, p *contention.Progress) error {
 	flags := flag.NewFlagSet("study", flag.ContinueOnError)
-	kubeconfig := flags.String("kubeconfig", kubeconfigEnv,
-		"kubeconfig of the cluster to use (default $KUBECONFIG); empty starts a kube-apiserver in process")
-	out := flags.String("out", "", "directory for study.csv and the plots (default: the repository's docs/)")
+	cluster := contention.AddClusterFlags(flags, kubeconfigEnv)
+	out := flags.String("out", "", "directory for study.csv and the plots (default: the repository's docs/, docs/ha-N with --apiservers N)")
 	quickFlag := flags.Bool("quick", false, "a small run (3 writer counts, 2 updates per writer, 2 repetitions) to check that everything works")
 	reps := flags.Int("reps", 0, "repetitions of each point (default 3, 2 with --quick)")
 	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if err := cluster.Check(); err != nil {
 		return err
 	}
 	pl := full
@@ -120,12 +125,16 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 			return fmt.Errorf("%w (give --out)", err)
 		}
 		dir = filepath.Join(root, "docs")
+		if n := cluster.APIServers(); n > 0 {
+			// Beside the one-apiserver study, not over it.
+			dir = filepath.Join(dir, fmt.Sprintf("ha-%d", n))
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 
-	cl, err := contention.Open(ctx, *kubeconfig, "kuberetry-study-", p)
+	cl, err := cluster.Open(ctx, "kuberetry-study-", p)
 	if err != nil {
 		return err
 	}
@@ -257,6 +266,7 @@ func (st *study) runOne(label, phase string, rep int, s contention.Strategy, wri
 	n := writers * st.plan.updates
 	res, err := contention.Run(st.ctx, s, contention.Config{
 		Client:    st.cl.Client,
+		Writer:    st.cl.Writer,
 		Namespace: st.cl.Namespace,
 		Name:      name,
 		Writers:   writers,

@@ -13,6 +13,21 @@ import (
 	"github.com/kuberetry/retry/integration/internal/contention"
 )
 
+// TestAPIServersUsage checks that --apiservers beside --kubeconfig is a
+// usage error that starts nothing and writes no file (contention's
+// TestClusterFlags checks the rest).
+func TestAPIServersUsage(t *testing.T) {
+	dir := t.TempDir()
+	var out, log bytes.Buffer
+	err := run(t.Context(), []string{"--apiservers=2", "--kubeconfig=some-file", "--out", dir}, "", &out, contention.NewProgress(&log))
+	if err == nil || !strings.Contains(err.Error(), "--apiservers") {
+		t.Errorf("--apiservers=2 --kubeconfig=some-file: %v, want an error naming --apiservers", err)
+	}
+	if entries, _ := os.ReadDir(dir); log.Len() > 0 || out.Len() > 0 || len(entries) > 0 {
+		t.Errorf("wrote %q, %q and %d files, want nothing started", out.String(), log.String(), len(entries))
+	}
+}
+
 // TestQuick runs the study as make study does, at --quick size, into a
 // temporary directory, and checks the CSV and the plots it writes.
 func TestQuick(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
@@ -100,7 +101,12 @@ type Strategy struct {
 
 // Config is one run of the workload.
 type Config struct {
-	Client    kubernetes.Interface
+	// Client creates the ConfigMap and reads it back.
+	Client kubernetes.Interface
+	// Writer, if set, returns the clientset writer w writes with (one of
+	// its own, on an HA control plane); otherwise every writer uses
+	// Client.
+	Writer    func(w int) (kubernetes.Interface, error)
 	Namespace string
 	// Name is the ConfigMap to create and increment; it must not exist.
 	Name string
@@ -123,6 +129,23 @@ type Config struct {
 	// Requests, if set, counts the requests Client sends; Run reports
 	// those sent while the writers ran.
 	Requests *reqcount.Counter
+}
+
+// writers returns each writer's ConfigMap client: of cfg.Writer's
+// clientset, or of Client.
+func (cfg Config) writers() ([]typedcorev1.ConfigMapInterface, error) {
+	cms := make([]typedcorev1.ConfigMapInterface, cfg.Writers)
+	for w := range cms {
+		client := cfg.Client
+		if cfg.Writer != nil {
+			var err error
+			if client, err = cfg.Writer(w); err != nil {
+				return nil, fmt.Errorf("writer %d's client: %w", w, err)
+			}
+		}
+		cms[w] = client.CoreV1().ConfigMaps(cfg.Namespace)
+	}
+	return cms, nil
 }
 
 // Call is the record of one retry loop call.
@@ -167,6 +190,10 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("strategy %s: set exactly one of Loop and Update", s.Name)
 	}
 	cms := cfg.Client.CoreV1().ConfigMaps(cfg.Namespace)
+	writers, err := cfg.writers()
+	if err != nil {
+		return Result{}, err
+	}
 	created, err := cms.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: cfg.Name},
 		Data:       map[string]string{CounterKey: "0"},
@@ -175,11 +202,12 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("create counter: %w", err)
 	}
 
-	get := func(ctx context.Context, c *Call) (*corev1.ConfigMap, error) {
+	// cms, in what follows, is the writer's own.
+	get := func(ctx context.Context, cms typedcorev1.ConfigMapInterface, c *Call) (*corev1.ConfigMap, error) {
 		c.Gets++
 		return cms.Get(ctx, cfg.Name, metav1.GetOptions{})
 	}
-	update := func(ctx context.Context, c *Call, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	update := func(ctx context.Context, cms typedcorev1.ConfigMapInterface, c *Call, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 		cm, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			c.Conflicts++
@@ -187,21 +215,21 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 		// Returned as is: the loops recognize a Conflict by its type.
 		return cm, err
 	}
-	increment := func(ctx context.Context, c *Call) error {
+	increment := func(ctx context.Context, cms typedcorev1.ConfigMapInterface, c *Call) error {
 		c.Attempts++
-		cm, err := get(ctx, c)
+		cm, err := get(ctx, cms, c)
 		if err != nil {
 			return err
 		}
 		if err := add1(cm); err != nil {
 			return err
 		}
-		_, err = update(ctx, c, cm)
+		_, err = update(ctx, cms, c, cm)
 		return err
 	}
 	// incrementFrom is one UpdateLoop call, from current; it returns the
 	// object written.
-	incrementFrom := func(ctx context.Context, c *Call, current *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	incrementFrom := func(ctx context.Context, cms typedcorev1.ConfigMapInterface, c *Call, current *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 		var before *corev1.ConfigMap
 		if current != nil {
 			c.Current = true
@@ -209,7 +237,7 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 		}
 		cm, err := s.Update(ctx, current,
 			func(ctx context.Context) (*corev1.ConfigMap, error) {
-				cm, err := get(ctx, c)
+				cm, err := get(ctx, cms, c)
 				if err != nil {
 					c.Attempts++ // an attempt that ended in its read
 				}
@@ -219,7 +247,9 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 				c.Attempts++
 				return add1(cm)
 			},
-			func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) { return update(ctx, c, cm) })
+			func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+				return update(ctx, cms, c, cm)
+			})
 		if current != nil && !equality.Semantic.DeepEqual(before, current) {
 			c.CurrentModified = true
 		}
@@ -239,17 +269,18 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 	start := time.Now()
 	for w := range cfg.Writers {
 		wg.Go(func() {
+			cms := writers[w]
 			last := created // the object this writer's previous update returned
 			for u := range cfg.Updates {
 				c := &res.Calls[w*cfg.Updates+u]
 				t0 := time.Now()
 				switch {
 				case s.Loop != nil:
-					c.Err = s.Loop(ctx, func(ctx context.Context) error { return increment(ctx, c) })
+					c.Err = s.Loop(ctx, func(ctx context.Context) error { return increment(ctx, cms, c) })
 				case cfg.Current != nil:
-					_, c.Err = incrementFrom(ctx, c, cfg.Current(w))
+					_, c.Err = incrementFrom(ctx, cms, c, cfg.Current(w))
 				default:
-					last, c.Err = incrementFrom(ctx, c, last)
+					last, c.Err = incrementFrom(ctx, cms, c, last)
 				}
 				c.Latency = time.Since(t0)
 				if cfg.Progress != nil {

@@ -35,7 +35,10 @@ func RaceKey(w int) string { return fmt.Sprintf("writer-%d", w) }
 // which must equal the calls that succeeded. cfg.Updates, cfg.Current and
 // cfg.Progress are not used.
 func RaceCreateOrUpdate(ctx context.Context, name string, b retry.Backoff, cfg Config, opts ...retry.Option) (RaceResult, error) {
-	cms := cfg.Client.CoreV1().ConfigMaps(cfg.Namespace)
+	writers, err := cfg.writers()
+	if err != nil {
+		return RaceResult{}, err
+	}
 	res := RaceResult{Result: Result{Strategy: name, Writers: cfg.Writers, Calls: make([]Call, cfg.Writers)}}
 	var (
 		wg      sync.WaitGroup
@@ -45,6 +48,7 @@ func RaceCreateOrUpdate(ctx context.Context, name string, b retry.Backoff, cfg C
 	)
 	for w := range cfg.Writers {
 		wg.Go(func() {
+			cms := writers[w]
 			c := &res.Calls[w]
 			desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cfg.Name, Namespace: cfg.Namespace}}
 			get := func(ctx context.Context) (*corev1.ConfigMap, error) {
@@ -94,7 +98,7 @@ func RaceCreateOrUpdate(ctx context.Context, name string, b retry.Backoff, cfg C
 		res.Requests = cfg.Requests.Snapshot().Sub(before)
 	}
 
-	cm, err := cms.Get(ctx, cfg.Name, metav1.GetOptions{})
+	cm, err := cfg.Client.CoreV1().ConfigMaps(cfg.Namespace).Get(ctx, cfg.Name, metav1.GetOptions{})
 	if err != nil {
 		return res, fmt.Errorf("read the raced object back: %w", err)
 	}
