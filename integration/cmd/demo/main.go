@@ -48,7 +48,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv("KUBECONFIG"), os.Stdout, contention.NewProgress(os.Stderr)); err != nil {
-		fmt.Fprintln(os.Stderr, "contention:", err)
+		fmt.Fprintln(os.Stderr, "demo:", err)
 		stop()
 		os.Exit(1)
 	}
