@@ -509,8 +509,8 @@ func TestHoldRefusesLoopsWithoutContext(t *testing.T) {
 func TestHoldRealTimeWithAPassiveClock(t *testing.T) {
 	t.Parallel()
 	b := &retry.Budget{Window: time.Minute, Hold: time.Millisecond, Clock: testingclock.NewFakePassiveClock(t0)}
+	start := time.Now() // before the refusal, which the probe's 1ms is counted from
 	startHold(t, b)
-	start := time.Now()
 	err := retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 1}, retry.IsTransient,
 		func(context.Context) error { return nil }, retry.WithBudget(b))
 	require.NoError(t, err)
