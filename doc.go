@@ -94,9 +94,13 @@
 // MinPerSecond, as gRPC's retry throttling and Finagle's and Envoy's retry
 // budgets do. A refused loop returns [ErrBudgetExhausted] at once; a
 // reconciler returns it and lets its workqueue requeue the key with its own
-// per-item backoff, which keeps new calls from replacing the refused
-// retries. A budget bounds the retries of this package's loops only, not
-// the ones client-go makes inside a request.
+// per-item backoff. A retry budget alone bounds retries, never new calls:
+// with [Budget].Hold set ([NewBudget] sets it), once the server fails new
+// calls wait, without sending, while one probe at a time finds out whether
+// it is back. And given to a rest.Config (cfg.Wrap(budget.WrapTransport),
+// see [Budget.WrapTransport]) a Budget charges every request of the
+// process, client-go's own resends included, not only this package's
+// loops; Leases (leader election) are never refused nor held.
 //
 // [WithOnRetry] reports each wait and [WithOnDone] each call's end, with its
 // attempts, its error and whether it ran out of attempts: together they
