@@ -14,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/internal/ha"
 	"github.com/kuberetry/retry/integration/internal/reqcount"
 	"github.com/kuberetry/retry/integration/internal/testserver"
 )
@@ -28,21 +30,51 @@ const (
 )
 
 // testQuotaTwoAPIServers runs two kube-apiservers on one etcd prefix, an
-// HA control plane, and a ResourceQuota in the namespace, whose status
-// the test sets (no quota controller runs). Then 32 writers, half through
-// each apiserver, each create 20 ConfigMaps in each of three ways in the
-// same run: client-go's plain Create, Ensure and CreateOrUpdate. The
-// quota admission of each apiserver updates the quota's status on every
-// create, and a create whose admission loses that race to the other
-// apiserver's is refused with a 409 Conflict on resourcequotas. Every
-// Ensure and CreateOrUpdate call must return nil (they retry that
-// Conflict); the plain creates' 409s are counted beside them, and each
-// must be one IsTransient accepts.
+// HA control plane, and the quota race on them (quotaRace), half the
+// writers through each apiserver directly.
 func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
 	second := startFaultServer(t, testserver.Options{Prefix: first.Prefix})
 	servers := []*testserver.Server{first, second}
+	quotaRace(t, servers, "half through each", func(w int) *rest.Config { return servers[w%2].Config })
+}
+
+// TestQuotaThroughBalancer runs the quota race (quotaRace) on an HA
+// control plane of two kube-apiservers on a three-member etcd, each
+// writer with a connection of its own through the round-robin balancer,
+// so the writers spread over both apiservers as many controllers do.
+func TestQuotaThroughBalancer(t *testing.T) {
+	cp, err := ha.Start(testserver.BufferLogs(t), ha.Options{APIServers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := make([]*rest.Config, quotaWriters)
+	for w := range configs {
+		configs[w] = cp.Config()
+	}
+	quotaRace(t, []*testserver.Server{cp.Server(0), cp.Server(1)}, "each its own connection through the balancer",
+		func(w int) *rest.Config { return configs[w] })
+	hosts, routed := cp.Balancer.Backends(), cp.Balancer.Stats().Routed
+	t.Logf("the balancer sent %d and %d connections to the two apiservers", routed[hosts[0]], routed[hosts[1]])
+	if routed[hosts[0]] == 0 || routed[hosts[1]] == 0 {
+		t.Errorf("the writers' connections went %d and %d to the two apiservers: not spread", routed[hosts[0]], routed[hosts[1]])
+	}
+}
+
+// quotaRace puts a ResourceQuota in a namespace of the apiservers servers
+// (one etcd prefix), whose status the test sets (no quota controller
+// runs). Then 32 writers, writer w through a client of config(w), each
+// create 20 ConfigMaps in each of three ways in the same run: client-go's
+// plain Create, Ensure and CreateOrUpdate. The quota admission of each
+// apiserver updates the quota's status on every create, and a create whose
+// admission loses that race to another apiserver's is refused with a 409
+// Conflict on resourcequotas. Every Ensure and CreateOrUpdate call must
+// return nil (they retry that Conflict); the plain creates' 409s are
+// counted beside them, and each must be one IsTransient accepts. via says
+// how the writers reach the apiservers.
+func quotaRace(t *testing.T, servers []*testserver.Server, via string, config func(w int) *rest.Config) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	first := servers[0]
 	ns := createNamespace(t, first, "quota-")
 
 	quotas := first.Client.CoreV1().ResourceQuotas(ns)
@@ -85,14 +117,14 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 		}
 	}
 
-	var wires [2]reqcount.Counter
-	var cms [2]corev1client.ConfigMapInterface
-	for i, s := range servers {
-		client, err := kubernetes.NewForConfig(wires[i].Config(s.Config))
+	var wire reqcount.Counter
+	cms := make([]corev1client.ConfigMapInterface, quotaWriters)
+	for w := range cms {
+		client, err := kubernetes.NewForConfig(wire.Config(config(w)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cms[i] = client.CoreV1().ConfigMaps(ns)
+		cms[w] = client.CoreV1().ConfigMaps(ns)
 	}
 
 	var mu sync.Mutex
@@ -109,7 +141,7 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 	var wg sync.WaitGroup
 	for w := range quotaWriters {
 		wg.Go(func() {
-			c := cms[w%2]
+			c := cms[w]
 			<-start
 			for r := range quotaRounds {
 				name := func(kind string) string { return fmt.Sprintf("%s-%02d-%02d", kind, w, r) }
@@ -161,16 +193,16 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 	took := time.Since(began)
 
 	calls := quotaWriters * quotaRounds
-	t.Logf("%d writers through 2 kube-apiservers on one etcd prefix, a ResourceQuota in the namespace, %d creates of each kind in %v:\n"+
+	t.Logf("%d writers (%s) on %d kube-apiservers on one etcd prefix, a ResourceQuota in the namespace, %d creates of each kind in %v:\n"+
 		"  client-go Create: %d of %d returned 409 (every one IsTransient: %v)\n"+
 		"  retry.Ensure: %d of %d failed; quota Conflicts retried %d\n"+
 		"  retry.CreateOrUpdate: %d of %d failed; quota Conflicts retried %d\n"+
-		"  on the wire, apiserver 1: %s\n  on the wire, apiserver 2: %s",
-		quotaWriters, calls, took.Round(100*time.Millisecond),
+		"  on the wire: %s",
+		quotaWriters, via, len(servers), calls, took.Round(100*time.Millisecond),
 		plain.conflicts, calls, plain.transient == plain.conflicts,
 		ensure.failed, calls, ensure.retried,
 		createOrUpdate.failed, calls, createOrUpdate.retried,
-		wires[0].Outcomes(), wires[1].Outcomes())
+		wire.Outcomes())
 	for _, e := range firstErrs {
 		t.Error(e)
 	}
@@ -183,7 +215,7 @@ func testQuotaTwoAPIServers(t *testing.T, first *testserver.Server) {
 	if plain.conflicts+ensure.retried+createOrUpdate.retried == 0 {
 		t.Error("no create met the quota admission's race: the test proves nothing")
 	}
-	onWire := wires[0].Outcomes().Status("create", "configmaps", 409) + wires[1].Outcomes().Status("create", "configmaps", 409)
+	onWire := wire.Outcomes().Status("create", "configmaps", 409)
 	if want := plain.conflicts + ensure.retried + createOrUpdate.retried; onWire != want {
 		t.Errorf("%d creates answered 409 on the wire, but the callers met %d", onWire, want)
 	}
