@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -105,7 +106,33 @@ func TestNewBudget(t *testing.T) {
 	assert.NotSame(t, b, retry.NewBudget())
 	finagle := &retry.Budget{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second}
 	assert.Less(t, b.MinPerSecond*b.Window.Seconds(), finagle.MinPerSecond*finagle.Window.Seconds())
-	assert.Greater(t, b.Window, 2*time.Second, "client-go resends a reset GET 1s later: the Window must see it")
+
+	// A quiet controller's lone call may retry the Conflicts of
+	// DefaultBackoff's 4 attempts.
+	s := conflicts(3)
+	s.errs = append(s.errs, nil)
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultBackoff, s.fn, retry.WithBudget(b), retry.WithSleeper(noSleep{})))
+	assert.Equal(t, retry.BudgetStats{FirstAttempts: 1, Retries: 3}, b.Stats())
+}
+
+// TestNewBudgetClientGoResends: with NewBudget's Window, the resend
+// client-go makes 1s after a reset GET is a first attempt, which waits
+// during a hold; one it makes at once, after a Retry-After of 0, is a
+// retry.
+func TestNewBudgetClientGoResends(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	b := retry.NewBudget()
+	b.Clock = clk
+	w := &wire{replies: []wireReply{{err: errReset}, {status: 200}, {status: 503, retryAfter: "0"}, {status: 200}}}
+	rt := b.WrapTransport(w)
+	_ = roundTrip(t, rt, http.MethodGet, apiURL)
+	clk.Step(time.Second) // client-go's wait after a reset GET
+	require.NoError(t, roundTrip(t, rt, http.MethodGet, apiURL))
+	assert.Equal(t, retry.BudgetStats{FirstAttempts: 2}, b.Stats())
+	_ = roundTrip(t, rt, http.MethodGet, apiURL)
+	require.NoError(t, roundTrip(t, rt, http.MethodGet, apiURL))
+	assert.Equal(t, retry.BudgetStats{FirstAttempts: 3, Retries: 1}, b.Stats())
 }
 
 // TestBudgetInvalidStopsEveryLoop: an invalid or nil Budget makes every
