@@ -104,7 +104,7 @@ func (r *informerRun) mark(i int) {
 	}
 }
 
-// TestOutageInformers is issue 20's second proof: a controller-runtime
+// TestOutageInformers is the outage test of informers: a controller-runtime
 // manager with leader election and a shared informer, through
 // NewBudget() on the wire, across the same 5s outage, beside one without
 // a budget. It asserts that the manager keeps its leadership (its Lease

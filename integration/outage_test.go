@@ -12,7 +12,7 @@ import (
 	"github.com/kuberetry/retry/integration/internal/outage"
 )
 
-// TestOutageTyped is issue 20's outage test with typed clients: 16
+// TestOutageTyped is the outage test with typed clients: 16
 // workers of one controller, each writing a ConfigMap of its own with
 // Update through a typed clientset (client-go's own retries at their
 // default), 3s healthy, 5s in which the proxy resets every connection,
@@ -37,7 +37,7 @@ func TestOutageTyped(t *testing.T) {
 	for _, c := range outage.Callers {
 		runs = append(runs, outage.Run{Caller: c, Policy: outage.NoBudget}, outage.Run{Caller: c, Policy: outage.Ours})
 	}
-	rs, err := env.Run(ctx, outage.Issue20, runs)
+	rs, err := env.Run(ctx, outage.Workload, runs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestOutageTyped(t *testing.T) {
 	if err := outage.WriteTable(&table, rs); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the %v outage, typed clients:\n%s", outage.Issue20.Outage, table.String())
+	t.Logf("the %v outage, typed clients:\n%s", outage.Workload.Outage, table.String())
 	for _, r := range rs {
 		t.Logf("\n%s", r)
 	}

@@ -1,4 +1,4 @@
-// Command benchcheck checks the performance targets of issue 5 against the
+// Command benchcheck checks the library's performance targets against the
 // output of `make bench`. It reads two inputs:
 //
 //   - -raw: the raw `go test -bench` output of the root module and of

@@ -1,4 +1,4 @@
-// Command outages runs issue 20's outage workload side by side with the
+// Command outages runs the outage workload side by side with the
 // peers, and draws it.
 //
 // For each caller (the workers' own loop with the rate limiter, the same
@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *contention.Pro
 	}
 	defer c.Close()
 	env := &outage.Env{Config: c.Config, Client: c.Client, Namespace: c.Namespace}
-	sched := outage.Issue20
+	sched := outage.Workload
 
 	var rs []*outage.Result
 	for _, caller := range outage.Callers {

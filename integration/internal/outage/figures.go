@@ -210,10 +210,11 @@ func (r *Result) Landed() (lostAnswers, succeeded int) {
 	return lostAnswers, succeeded
 }
 
-// Baseline returns the run in rs without a budget for r's caller, or nil.
+// Baseline returns the first run in rs without a budget for r's caller
+// and number of workers, or nil.
 func Baseline(rs []*Result, r *Result) *Result {
 	for _, b := range rs {
-		if b.Caller == r.Caller && b.Policy == NoBudget.Name {
+		if b.Caller == r.Caller && b.Sched.Workers == r.Sched.Workers && b.Policy == NoBudget.Name {
 			return b
 		}
 	}
@@ -239,7 +240,8 @@ func (r *Result) Recovered() string {
 }
 
 // WriteTable writes one line per run: the outage's requests and
-// connections, against the run without a budget of the same caller;
+// connections, against the run without a budget of the same caller and
+// workers;
 // when every worker was back; goodput after the outage against before;
 // and what the budget did.
 func WriteTable(w io.Writer, rs []*Result) error {

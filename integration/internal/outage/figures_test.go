@@ -73,3 +73,25 @@ func TestNextCalls(t *testing.T) {
 		t.Error("Recovery with a worker never back: ok")
 	}
 }
+
+// TestBaseline checks that a run is measured against the run without a
+// budget of its own caller and number of workers: a fleet's controller of
+// 4 workers against one of 4, not the controller of 16 beside it.
+func TestBaseline(t *testing.T) {
+	t.Parallel()
+	run := func(c Caller, policy string, workers int) *Result {
+		return &Result{Caller: c, Policy: policy, Sched: Schedule{Workers: workers}}
+	}
+	none16, none4, noneB4 := run(LoopQueue, NoBudget.Name, 16), run(LoopQueue, NoBudget.Name, 4), run(Plain, NoBudget.Name, 4)
+	ours4, ours8 := run(LoopQueue, Ours.Name, 4), run(LoopQueue, Ours.Name, 8)
+	rs := []*Result{none16, noneB4, none4, ours4, ours8}
+	if got := Baseline(rs, ours4); got != none4 {
+		t.Errorf("Baseline of a 4-worker run: %+v, want the 4-worker run of its caller without a budget", got)
+	}
+	if got := Baseline(rs, ours8); got != nil {
+		t.Errorf("Baseline of an 8-worker run with none beside it: %+v, want nil", got)
+	}
+	if got := Ratio(rs, ours8); got != 0 {
+		t.Errorf("Ratio without a baseline: %v, want 0", got)
+	}
+}

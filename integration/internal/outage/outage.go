@@ -12,6 +12,7 @@ package outage
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
@@ -51,12 +52,13 @@ type Schedule struct {
 	Pause time.Duration
 }
 
-// Issue20 is the workload of issue 20: 16 workers; after a warm-up of
+// Workload is the outage workload of the tests and of make outages: 16
+// workers; after a warm-up of
 // 2s, 3s healthy, 5s of outage, then healthy for at least 5s (the
 // goodput window) and until every worker is back (at most 20s); each key
 // comes back 100ms after a success, and 100ms after a failure for the
 // callers that pause.
-var Issue20 = Schedule{
+var Workload = Schedule{
 	Workers: 16, Warmup: 2 * time.Second,
 	Before: 3 * time.Second, Outage: 5 * time.Second,
 	After: 5 * time.Second, AfterMax: 20 * time.Second,
@@ -168,10 +170,14 @@ type Result struct {
 	Data []map[string]string
 }
 
-// Run is one run to make: a caller and a policy.
+// Run is one run to make: a caller and a policy, and the number of
+// workers when not the schedule's.
 type Run struct {
 	Caller Caller
 	Policy Policy
+	// Workers, when above 0, replaces the schedule's Workers for this
+	// run: one controller of a fleet has fewer.
+	Workers int
 }
 
 // Env is where runs go: a kube-apiserver and a namespace on it.
@@ -307,6 +313,9 @@ type runner struct {
 const shutdownGrace = 15 * time.Second
 
 func (e *Env) newRunner(ctx context.Context, sched Schedule, run Run) (*runner, error) {
+	if run.Workers > 0 {
+		sched.Workers = run.Workers
+	}
 	u, err := url.Parse(e.Config.Host)
 	if err != nil {
 		return nil, err
@@ -338,6 +347,10 @@ func (e *Env) newRunner(ctx context.Context, sched Schedule, run Run) (*runner, 
 	cfg := r.wire.Config(e.Config)
 	cfg.Host = "https://" + proxy.Addr()
 	cfg.QPS, cfg.Burst = 1000, 10000
+	// A dialer of its own, so client-go's transport cache gives the run a
+	// transport and connections of its own, as a process of its own has.
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	cfg.Dial = d.DialContext
 	if r.inst.wrap != nil {
 		cfg.Wrap(r.inst.wrap)
 	}
