@@ -32,10 +32,11 @@ const (
 // run at the same time, so their outages coincide.
 //
 // A budget bounds one process, so a fleet's outage load is the sum of its
-// processes'. Each controller with NewBudget() must send, during the
-// outage, what the hold's rules allow one process whatever its workers
+// processes'. During the outage each controller with NewBudget() must
+// send about what the hold's rules give one process whatever its workers
 // (holdModel), and no more than its budget's balance adds to that
-// (holdBound); the fleet with budgets fewer than the fleet without; and no write may be lost or applied twice, and every
+// (holdBound); the fleet with budgets fewer requests than the fleet
+// without. In every run no write may be lost or applied twice, and every
 // worker must come back.
 func TestFleetOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)

@@ -53,11 +53,10 @@ type Schedule struct {
 }
 
 // Workload is the outage workload of the tests and of make outages: 16
-// workers; after a warm-up of
-// 2s, 3s healthy, 5s of outage, then healthy for at least 5s (the
-// goodput window) and until every worker is back (at most 20s); each key
-// comes back 100ms after a success, and 100ms after a failure for the
-// callers that pause.
+// workers; after a warm-up of 2s, 3s healthy, 5s of outage, then healthy
+// for at least 5s (the goodput window) and until every worker is back (at
+// most 20s); each key comes back 100ms after a success, and 100ms after a
+// failure for the callers that pause.
 var Workload = Schedule{
 	Workers: 16, Warmup: 2 * time.Second,
 	Before: 3 * time.Second, Outage: 5 * time.Second,
@@ -180,10 +179,11 @@ type Run struct {
 	Workers int
 }
 
-// Env is where runs go: a kube-apiserver and a namespace on it.
+// Env is where runs go: a kube-apiserver, or an HA control plane's
+// balancer, and a namespace on it.
 type Env struct {
-	// Config is the server's client config; the runs' clients go through
-	// a proxy of their own with its TLS settings.
+	// Config is the server's (or the balancer's) client config; the runs'
+	// clients go through a proxy of their own with its TLS settings.
 	Config *rest.Config
 	// Client reaches the server directly, for setup and reading back.
 	Client    kubernetes.Interface
