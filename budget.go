@@ -88,7 +88,8 @@ type Budget struct {
 	// that a caller that calls again after an error adds no load either.
 	// A hold starts when the budget refuses a retry that follows a
 	// transient failure ([IsTransient], a 429 or 5xx response, a transport
-	// error; never a Conflict), or when at least 3 first attempts failed
+	// error; never a Conflict, not even the quota admission's that
+	// IsTransient accepts), or when at least 3 first attempts failed
 	// transiently within 10*Hold with no attempt succeeding since the
 	// first of them. While it lasts, each first attempt the budget sees (a
 	// loop call's first attempt, a request through [Budget.WrapTransport]

@@ -71,18 +71,24 @@ var (
 // state it wants (set a field, add a key), never one that builds on what it
 // finds (an increment), which a repeat would apply twice; see
 // [UpdateOnConflict].
-func IsTransient(err error) bool {
+func IsTransient(err error) bool { return transient(err, true) }
+
+// transient is IsTransient, the quota admission's Conflict counted only
+// when quota is true. For a Budget that Conflict is the server's answer,
+// a race between apiservers, not a failing server: it never starts a hold,
+// as no Conflict does.
+func transient(err error, quota bool) bool {
 	// An API error itself first: errors.As, and the variable its pointer
 	// makes escape, would cost every failed attempt an allocation.
 	if status, ok := err.(apierrors.APIStatus); ok {
-		return transientStatus(status)
+		return transientCode(status) || quota && isQuotaConflict(status.Status())
 	}
 	if err == nil || errors.Is(err, context.Canceled) || isDeadlineExceeded(err) {
 		return false
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return transientStatus(status)
+		return transientCode(status) || quota && isQuotaConflict(status.Status())
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
@@ -101,13 +107,6 @@ func isQuotaConflict(st metav1.Status) bool {
 	// an AlreadyExists).
 	return (st.Reason == metav1.StatusReasonConflict || st.Reason == "" && st.Code == http.StatusConflict) &&
 		st.Details != nil && st.Details.Kind == "resourcequotas" && st.Details.Group == ""
-}
-
-// transientStatus reports whether an API error says a later identical
-// request may pass: a code transientCode accepts, or the quota admission's
-// own Conflict.
-func transientStatus(status apierrors.APIStatus) bool {
-	return transientCode(status) || isQuotaConflict(status.Status())
 }
 
 // transientCode reports whether status's code is 429 or 5xx other than 501.
@@ -135,16 +134,17 @@ const (
 )
 
 // judge is the one place that decides whether an attempt that returned
-// err failed transiently: [IsTransient] holds for it. A refusal by a
-// Budget (the transport's, or an inner loop's), and a context's error,
-// say nothing about the server.
+// err failed transiently: [IsTransient] holds for it, and it is not a
+// Conflict (the quota admission's is the server's answer too). A refusal
+// by a Budget (the transport's, or an inner loop's), and a context's
+// error, say nothing about the server.
 func judge(err error) outcome {
 	switch {
 	case err == nil:
 		return answered
 	case inTree(err, ErrBudgetExhausted):
 		return budgetRefused
-	case IsTransient(err):
+	case transient(err, false):
 		return failedTransiently
 	case errors.Is(err, context.Canceled) || isDeadlineExceeded(err):
 		return unanswered

@@ -7,7 +7,9 @@ type DoneEvent struct {
 	// Attempts is the number of attempts made: calls of fn, or of the
 	// read-change-write of a write loop ([UpdateOnConflict],
 	// [CreateOrUpdate], [PatchOnConflict] and their typed forms). It is 0
-	// when a context was done before the first attempt.
+	// when a context was done before the first attempt, and when a
+	// [Budget]'s hold refused the first attempt or held it until the
+	// context ended.
 	Attempts int
 	// Err is the error the loop returns, nil on success.
 	Err error

@@ -89,6 +89,7 @@ func TestHoldNotStartedByRefusalsOfOtherErrors(t *testing.T) {
 		retriable func(error) bool
 	}{
 		{"Conflict", conflict(1), apierrors.IsConflict},
+		{"the quota admission's Conflict, which IsTransient accepts", quotaConflict(), retry.IsTransient},
 		{"NotFound retried by the caller's predicate", apierrors.NewNotFound(counterResource, "x"), always},
 		{"Forbidden", apierrors.NewForbidden(counterResource, "x", errors.New("no")), always},
 		{"a 501", apierrors.NewGenericServerResponse(501, "GET", counterResource, "x", "", 0, false), always},
@@ -157,6 +158,9 @@ func TestHoldStartsAfterFailedFirstAttempts(t *testing.T) {
 		}, false},
 		{"Conflicts", func(b *retry.Budget, clk *testingclock.FakeClock) []func() {
 			return []func(){fail(b, conflict(1)), fail(b, conflict(2)), fail(b, conflict(3))}
+		}, false},
+		{"the quota admission's Conflicts", func(b *retry.Budget, clk *testingclock.FakeClock) []func() {
+			return []func(){fail(b, quotaConflict()), fail(b, quotaConflict()), fail(b, quotaConflict())}
 		}, false},
 		{"context errors say nothing", func(b *retry.Budget, clk *testingclock.FakeClock) []func() {
 			return []func(){fail(b, errDown), fail(b, context.Canceled), fail(b, context.DeadlineExceeded), fail(b, errDown)}

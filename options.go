@@ -96,10 +96,12 @@ func WithOnRetry(f func(RetryEvent)) Option {
 // others. To honour a Retry-After header of a plain HTTP call, return an
 // error that carries the response and read it with [ResponseRetryAfter].
 // f is called from the loop's goroutine, once for each retriable error
-// after which an attempt is left, before the loop checks ctx and its
-// [Budget]: so also when ctx, a wait that would outlast ctx's deadline, or
-// a budget refusal then ends the loop without a wait. It is not called
-// after the last allowed attempt.
+// after which the loop may wait (another attempt is left, or the step
+// reached Cap, whose wait is waited out before the loop returns, see
+// [Backoff]), before the loop checks ctx and its [Budget]: so also when
+// ctx, a wait that would outlast ctx's deadline, or a budget refusal then
+// ends the loop without a wait. It is not called after the last of Steps
+// attempts.
 func WithRetryAfter(f func(error) (time.Duration, bool)) Option {
 	return Option{kind: optRetryAfter, retryAfter: f}
 }
@@ -108,7 +110,8 @@ func WithRetryAfter(f func(error) (time.Duration, bool)) Option {
 // goroutine, with the attempts made, the error returned and whether the
 // loop ran out of attempts: on success, on a non-retriable error, on
 // exhaustion, when a context ends the loop (before the first attempt too,
-// with Attempts 0) and when a [Budget] refuses a retry. It is not called
+// with Attempts 0) and when a [Budget] refuses a retry, or holds or refuses
+// the first attempt (Attempts 0). It is not called
 // when the loop returns an error for an invalid argument, before anything
 // ran, nor when a panic in fn or a hook leaves the loop. With [WithOnRetry]
 // it counts retries, give-ups and refusals without a wrapper around every

@@ -306,9 +306,10 @@ func TestOnRetryAfterErrorIsOnErrorWithRetryAfter(t *testing.T) {
 }
 
 // TestWithRetryAfterCalledWhenNoWaitFollows holds WithRetryAfter's doc: f
-// runs once for each retriable error after which an attempt is left, before
-// ctx and the budget are checked, so also when they end the loop instead of
-// a wait; never after the last allowed attempt.
+// runs once for each retriable error after which the loop may wait (an
+// attempt is left, or the final wait at Cap), before ctx and the budget are
+// checked, so also when they end the loop instead of a wait; never after
+// the last of Steps attempts.
 func TestWithRetryAfterCalledWhenNoWaitFollows(t *testing.T) {
 	t.Parallel()
 	refusing := &retry.Budget{Window: time.Second, Clock: testingclock.NewFakeClock(t0)} // no retry at all
@@ -326,6 +327,15 @@ func TestWithRetryAfterCalledWhenNoWaitFollows(t *testing.T) {
 		"a wait follows": {
 			run: func(_ context.Context, _ context.CancelFunc, source retry.Option) error {
 				return retry.OnError(retry.Backoff{Steps: 2}, always, conflicts(2).fn, source, retry.WithSleeper(&recorder{}))
+			},
+			wantCalls: 1,
+		},
+		"the final wait at Cap": {
+			run: func(_ context.Context, _ context.CancelFunc, source retry.Option) error {
+				// The first step reaches Cap (the next Duration would pass it): its
+				// wait is waited out, and the loop returns after one attempt.
+				b := retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 1500 * time.Millisecond}
+				return retry.OnError(b, always, conflicts(10).fn, source, retry.WithSleeper(&recorder{}))
 			},
 			wantCalls: 1,
 		},

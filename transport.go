@@ -47,11 +47,13 @@ import (
 // it starts; its response's headers are its answer, and the budget does
 // not hold it for its lifetime.
 //
-// The resends are recognized from a fixed table of 512 recent failures,
-// so memory does not grow with the number of URLs; when more than 512
-// fail within a Window, the oldest are forgotten and their resends count
-// as first attempts. A granted request costs two lock acquisitions and no
-// allocation.
+// The resends are recognized from a fixed table of recent failures, 128
+// sets of 4 picked by a hash of the method and URL, so memory does not
+// grow with the number of URLs. A failure whose set is full replaces the
+// set's oldest, whose resend then counts as a first attempt: with hundreds
+// of URLs failing within a Window, some resends do. A granted request
+// takes one lock (the budget's; three while failures are remembered) and
+// allocates nothing.
 //
 // A nil rt means http.DefaultTransport. A nil or invalid b gives a
 // RoundTripper that sends nothing and returns [Budget.Validate]'s error
