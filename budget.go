@@ -106,10 +106,12 @@ type Budget struct {
 	// probe up to 10*Hold or 1s, whichever is less (never below Hold). A
 	// probe fails when it fails transiently, when it has no answer within
 	// the interval (then the next may go), or when it panics (the panic
-	// goes on; the slot is freed). Any attempt that succeeds (one that is
-	// not a transient failure; on the wire, a response neither 429 nor
-	// 5xx), a probe or one already in flight, ends the hold and lets every
-	// waiting call go. Retries are never held: the bound above limits
+	// goes on; the slot is freed). A probe that its context or a Budget
+	// ended says nothing about the server: it frees the slot, and the
+	// interval stays. Any attempt that succeeds (one that the server
+	// answered other than with a transient failure; on the wire, a
+	// response neither 429 nor 5xx), a probe or one already in flight,
+	// ends the hold and lets every waiting call go. Retries are never held: the bound above limits
 	// them as before. Zero means no hold, the budget of the third
 	// revision; below 0 is invalid.
 	Hold time.Duration

@@ -134,14 +134,23 @@ func (b *Budget) letProbe(now time.Time) uint64 {
 // since, and doubles the interval; the next probe may go an interval
 // after id was sent. Called with mu held.
 func (b *Budget) probeFailed(id uint64) {
+	b.probeEnded(id, true)
+}
+
+// probeEnded frees the slot of probe id, unless another probe took it
+// since; the next probe may go an interval after id was sent, the interval
+// doubled when the probe failed. A probe that its own context or a Budget
+// ended said nothing about the server, and leaves the interval as it is.
+// Called with mu held.
+func (b *Budget) probeEnded(id uint64, failed bool) {
 	h := &b.hold
 	if !h.on || h.probe != id {
 		return
 	}
 	h.probe = 0
-	if limit := b.maxInterval(); h.interval > limit/2 {
+	if limit := b.maxInterval(); failed && h.interval > limit/2 {
 		h.interval = limit
-	} else {
+	} else if failed {
 		h.interval *= 2
 	}
 	h.next = h.sent.Add(h.interval)
@@ -170,8 +179,8 @@ func (b *Budget) startHoldLocked(now time.Time) {
 
 // observe takes the outcome of an attempt the budget charged: a first
 // attempt (first), the probe id (probe > 0), or a retry. A success ends
-// the hold; a failed probe frees its slot; a transient failure of a first
-// attempt may start a hold.
+// the hold; a probe that did not succeed frees its slot; a transient
+// failure of a first attempt may start a hold.
 func (b *Budget) observe(first bool, probe uint64, out outcome) {
 	if b.Hold <= 0 {
 		return
@@ -192,7 +201,7 @@ func (b *Budget) observe(first bool, probe uint64, out outcome) {
 		b.mu.Unlock()
 	case probe != 0:
 		b.mu.Lock()
-		b.probeFailed(probe)
+		b.probeEnded(probe, out == failedTransiently)
 		b.mu.Unlock()
 	case first && out == failedTransiently && !b.holding.Load():
 		now := b.holdClock().Now()

@@ -271,6 +271,30 @@ func TestHoldProbeSchedule(t *testing.T) {
 	}
 }
 
+// TestHoldProbeEndedByItsContext: a probe that its own context ended (its
+// caller gave up) said nothing about the server: it frees the slot, the
+// next probe goes an interval after it, and the interval stays as it was.
+func TestHoldProbeEndedByItsContext(t *testing.T) {
+	t.Parallel()
+	const hold = 100 * time.Millisecond
+	clk, b := onHold(t, hold)
+	const n = 2
+	w := startWorkers(clk, b, n, func(call int) error {
+		if call == 1 {
+			return context.Canceled
+		}
+		return errDown
+	})
+	defer w.end()
+	for clk.Now().Before(t0.Add(4 * hold)) {
+		awaitWaiters(t, clk, n)
+		clk.Step(hold / 2)
+	}
+	awaitWaiters(t, clk, n)
+	// 100ms: ended by its context; 200ms: fails, the interval doubles; 400ms.
+	assert.Equal(t, []time.Time{t0.Add(hold), t0.Add(2 * hold), t0.Add(4 * hold)}, w.times())
+}
+
 // TestHoldProbeWithoutAnswer: a probe without an answer after the
 // interval counts as failed and the next probe goes; the first one's late
 // success still ends the hold and lets every waiting call go.

@@ -235,11 +235,14 @@ func (o *options) attempt(ctx context.Context, fn attemptFunc, retriable func(er
 
 // attemptTimedOut reports whether an attempt that failed with err ran out
 // of its own time: err is a timeout, the attempt's own deadline ended its
-// context, and the loop's context lives on.
+// context, and the loop's context lives on. A request that a Budget's
+// hold kept waiting until that deadline was never sent: its error is the
+// Budget's, which ends the loop at once.
 func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
 	// The attempt's cause is read first: a loop's context that ends passes
 	// its own cause to the attempt's only after it is done itself.
-	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil {
+	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil ||
+		inTree(err, ErrBudgetExhausted) {
 		return false
 	}
 	var netErr net.Error

@@ -154,8 +154,11 @@ func WithBudget(b *Budget) Option {
 // predicate says, while the loop's own context lives: [WithOnRetry] sees
 // it, a [Budget] charges it and the wait follows the Backoff as for any
 // retry. Any other error is judged as before, and the loop's own context
-// ends the loop as before. On exhaustion the last attempt's error is
-// returned.
+// ends the loop as before. An attempt whose request a Budget's hold kept
+// waiting on the wire ([Budget.WrapTransport]) until its deadline sent
+// nothing: its error matches [ErrBudgetExhausted] and ends the loop at
+// once, as any Budget's refusal does. On exhaustion the last attempt's
+// error is returned.
 //
 // This bounds a request that a stalled server never answers, and retries
 // it. client-go's rest.Config.Timeout bounds it but cannot make it retried

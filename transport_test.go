@@ -356,6 +356,36 @@ func TestWrapTransportHold(t *testing.T) {
 	assert.Equal(t, retry.BudgetStats{FirstAttempts: 5, Held: 3, Probes: 1}, b.Stats())
 }
 
+// TestWrapTransportHeldUntilTheAttemptTimeout: a request held on the wire
+// until its attempt's own deadline (WithAttemptTimeout) was never sent, so
+// the loop returns the hold's error at once instead of retrying it as an
+// attempt that ran out of its time, which would send a retry during the
+// hold.
+func TestWrapTransportHeldUntilTheAttemptTimeout(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0) // never stepped: the hold outlasts the attempt
+	b := &retry.Budget{Ratio: 1, MinPerSecond: 100, Window: 10 * time.Second, Hold: 100 * time.Millisecond, Clock: clk}
+	w := &wire{replies: []wireReply{{err: errReset}}}
+	rt := b.WrapTransport(w)
+	for range 3 {
+		require.ErrorIs(t, roundTrip(t, rt, http.MethodPut, apiURL), syscall.ECONNRESET)
+	}
+	attempts := 0
+	err := retry.OnErrorWithContext(context.Background(), loopBackoff, always, func(ctx context.Context) error {
+		attempts++
+		resp, err := rt.RoundTrip(request(t, ctx, http.MethodGet, apiURL))
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err
+	}, retry.WithAttemptTimeout(5*time.Millisecond), retry.WithSleeper(noSleep{}))
+	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, 1, attempts)
+	assert.Equal(t, 3, w.requests(), "nothing sent during the hold")
+	assert.Zero(t, b.Stats().Retries)
+}
+
 // TestWrapTransportProbePanics: a probe whose RoundTripper panics frees
 // its slot; the panic reaches the caller.
 func TestWrapTransportProbePanics(t *testing.T) {
@@ -445,6 +475,9 @@ func TestWrapTransportLoopMarks(t *testing.T) {
 		}, retry.BudgetStats{Retries: 1}},
 		{"after a Conflict", func(_, _ *retry.Budget, rt http.RoundTripper) error {
 			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, conflict(1), get(rt)), retry.WithSleeper(noSleep{}))
+		}, retry.BudgetStats{FirstAttempts: 1}},
+		{"after the quota admission's Conflict", func(_, _ *retry.Budget, rt http.RoundTripper) error {
+			return retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, attempts(1, quotaConflict(), get(rt)), retry.WithSleeper(noSleep{}))
 		}, retry.BudgetStats{FirstAttempts: 1}},
 		{"a first attempt", func(_, _ *retry.Budget, rt http.RoundTripper) error {
 			_, err := retry.OnErrorValue(ctx, loopBackoff, always, func(ctx context.Context) (int, error) { return 0, get(rt)(ctx) })
