@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/url"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -283,7 +284,12 @@ type counterClient struct {
 }
 
 // call logs a call of verb and reports the error of one that stalled.
-func (c *counterClient) call(ctx context.Context, verb string) error {
+// call logs verb, marked when the call's options are not the zero value
+// (the typed forms pass none), and stalls the call when told to.
+func (c *counterClient) call(ctx context.Context, verb string, opts any) error {
+	if !reflect.ValueOf(opts).IsZero() {
+		verb += " with options"
+	}
 	c.log = append(c.log, verb)
 	if c.stall != verb {
 		return nil
@@ -301,36 +307,36 @@ func newCounterClient(names ...string) *counterClient {
 	return &counterClient{api: newCounters(names...)}
 }
 
-func (c *counterClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*Counter, error) {
-	if err := c.call(ctx, "get"); err != nil {
+func (c *counterClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*Counter, error) {
+	if err := c.call(ctx, "get", opts); err != nil {
 		return nil, err
 	}
 	return c.api.Get(ctx, name)
 }
 
-func (c *counterClient) Create(ctx context.Context, obj *Counter, _ metav1.CreateOptions) (*Counter, error) {
-	if err := c.call(ctx, "create"); err != nil {
+func (c *counterClient) Create(ctx context.Context, obj *Counter, opts metav1.CreateOptions) (*Counter, error) {
+	if err := c.call(ctx, "create", opts); err != nil {
 		return nil, err
 	}
 	return c.api.Create(ctx, obj)
 }
 
-func (c *counterClient) Update(ctx context.Context, obj *Counter, _ metav1.UpdateOptions) (*Counter, error) {
-	if err := c.call(ctx, "update"); err != nil {
+func (c *counterClient) Update(ctx context.Context, obj *Counter, opts metav1.UpdateOptions) (*Counter, error) {
+	if err := c.call(ctx, "update", opts); err != nil {
 		return nil, err
 	}
 	return c.api.Update(ctx, obj)
 }
 
-func (c *counterClient) UpdateStatus(ctx context.Context, obj *Counter, _ metav1.UpdateOptions) (*Counter, error) {
-	if err := c.call(ctx, "updateStatus"); err != nil {
+func (c *counterClient) UpdateStatus(ctx context.Context, obj *Counter, opts metav1.UpdateOptions) (*Counter, error) {
+	if err := c.call(ctx, "updateStatus", opts); err != nil {
 		return nil, err
 	}
 	return c.api.UpdateStatus(ctx, obj)
 }
 
-func (c *counterClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, _ metav1.PatchOptions, subresources ...string) (*Counter, error) {
-	if err := c.call(ctx, "patch"); err != nil {
+func (c *counterClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*Counter, error) {
+	if err := c.call(ctx, "patch", opts); err != nil {
 		return nil, err
 	}
 	c.patchTypes = append(c.patchTypes, pt)

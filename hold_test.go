@@ -189,7 +189,8 @@ func step(clk *testingclock.FakeClock, d time.Duration) func() { return func() {
 
 // holdWorkers are goroutines that call a context loop with WithBudget(b)
 // again and again until stopped, each call one attempt (Steps 1) of
-// attempt; they record the time of each attempt.
+// attempt unless startLoops says otherwise; they record the time of each
+// attempt.
 type holdWorkers struct {
 	clk   *testingclock.FakeClock
 	stop  context.CancelFunc
@@ -200,12 +201,17 @@ type holdWorkers struct {
 }
 
 func startWorkers(clk *testingclock.FakeClock, b *retry.Budget, n int, attempt func(call int) error) *holdWorkers {
+	return startLoops(clk, b, n, retry.Backoff{Steps: 1}, attempt)
+}
+
+// startLoops is startWorkers whose calls are loops of backoff.
+func startLoops(clk *testingclock.FakeClock, b *retry.Budget, n int, backoff retry.Backoff, attempt func(call int) error) *holdWorkers {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &holdWorkers{clk: clk, stop: cancel}
 	for range n {
 		w.wg.Go(func() {
 			for ctx.Err() == nil {
-				_ = retry.OnErrorWithContext(ctx, retry.Backoff{Steps: 1}, retry.IsTransient, func(context.Context) error {
+				_ = retry.OnErrorWithContext(ctx, backoff, retry.IsTransient, func(context.Context) error {
 					w.mu.Lock()
 					w.sent = append(w.sent, clk.Now())
 					w.calls++
@@ -267,8 +273,32 @@ func TestHoldProbeSchedule(t *testing.T) {
 			require.Greater(t, len(want), 8)
 			assert.Equal(t, want, w.times())
 			assert.Equal(t, uint64(len(want)), b.Stats().Probes)
+			// Every call waited, once however often it woke: each probe, and
+			// the n calls waiting now.
+			assert.Equal(t, uint64(len(want)+n), b.Stats().Held)
 		})
 	}
+}
+
+// TestHoldRefusalDuringAHold: a refusal during a hold leaves it as it is.
+// Each probe's loop retries its failure and the budget refuses that retry,
+// a refusal after a transient failure; the probes keep the schedule.
+func TestHoldRefusalDuringAHold(t *testing.T) {
+	t.Parallel()
+	const hold = 100 * time.Millisecond
+	clk, b := onHold(t, hold) // Ratio 0, no floor: every retry refused
+	const n = 2
+	w := startLoops(clk, b, n, retry.Backoff{Steps: 2}, func(int) error { return errDown })
+	defer w.end()
+	until := t0.Add(3 * time.Second)
+	for clk.Now().Before(until) {
+		awaitWaiters(t, clk, n)
+		clk.Step(hold / 2)
+	}
+	awaitWaiters(t, clk, n)
+	want := probeSchedule(t0, hold, until)
+	assert.Equal(t, want, w.times())
+	assert.Equal(t, uint64(1+len(want)), b.Stats().Refused, "onHold's refusal and each probe's retry")
 }
 
 // TestHoldProbeEndedByItsContext: a probe that its own context ended (its

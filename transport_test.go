@@ -476,6 +476,16 @@ func TestWrapTransportLoopMarks(t *testing.T) {
 		{"after a Conflict", func(_, _ *retry.Budget, rt http.RoundTripper) error {
 			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, conflict(1), get(rt)), retry.WithSleeper(noSleep{}))
 		}, retry.BudgetStats{FirstAttempts: 1}},
+		{"after an attempt that ran out of its own time", func(_, _ *retry.Budget, rt http.RoundTripper) error {
+			calls := 0
+			return retry.OnErrorWithContext(ctx, loopBackoff, func(error) bool { return false }, func(ctx context.Context) error {
+				if calls++; calls == 1 {
+					<-ctx.Done() // the attempt's own deadline
+					return ctx.Err()
+				}
+				return get(rt)(ctx)
+			}, retry.WithAttemptTimeout(time.Millisecond), retry.WithSleeper(noSleep{}))
+		}, retry.BudgetStats{Retries: 1}},
 		{"after the quota admission's Conflict", func(_, _ *retry.Budget, rt http.RoundTripper) error {
 			return retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, attempts(1, quotaConflict(), get(rt)), retry.WithSleeper(noSleep{}))
 		}, retry.BudgetStats{FirstAttempts: 1}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,7 +174,7 @@ type typed[T Object] struct {
 func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], error) {
 	var zero T
 	switch {
-	case c == nil:
+	case c == nil || isNilPointer(c):
 		return typed[T]{}, errNilClient
 	case obj == zero:
 		return typed[T]{}, fmt.Errorf("retry: obj is a nil %T; it must name the object to write", obj)
@@ -191,6 +192,13 @@ func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], 
 	w := typed[T]{writer: writer[T]{current: obj, stored: acc.GetResourceVersion() != "", mutate: mutate}, name: name}
 	w.get = func(ctx context.Context) (T, error) { return c.Get(ctx, name, metav1.GetOptions{}) }
 	return w, nil
+}
+
+// isNilPointer reports whether c holds a nil pointer, a client variable
+// never set, whose first call would panic.
+func isNilPointer(c any) bool {
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // runNoResult is run for the loops that return no Result.

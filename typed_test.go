@@ -249,7 +249,6 @@ func (r refusingClient[T]) Patch(context.Context, string, types.PatchType, []byt
 // typedCalls runs every typed form with client c (nil: none), obj and
 // mutate, and returns each form's error.
 func typedCalls[T retry.Object](ctx context.Context, c *refusingClient[T], obj T, mutate func(T) error, opts ...retry.Option) map[string]error {
-	errs := map[string]error{}
 	var uc retry.UpdateClient[T]
 	var sc retry.UpdateStatusClient[T]
 	var ec retry.EnsureClient[T]
@@ -257,6 +256,13 @@ func typedCalls[T retry.Object](ctx context.Context, c *refusingClient[T], obj T
 	if c != nil {
 		uc, sc, ec, pc = c, c, c, c
 	}
+	return typedCallsOn(ctx, uc, sc, ec, pc, obj, mutate, opts...)
+}
+
+// typedCallsOn runs every typed form, each with its own client.
+func typedCallsOn[T retry.Object](ctx context.Context, uc retry.UpdateClient[T], sc retry.UpdateStatusClient[T],
+	ec retry.EnsureClient[T], pc retry.PatchClient[T], obj T, mutate func(T) error, opts ...retry.Option) map[string]error {
+	errs := map[string]error{}
 	_, errs["Update"] = retry.Update(ctx, retry.DefaultRetry, uc, obj, mutate, opts...)
 	_, errs["UpdateStatus"] = retry.UpdateStatus(ctx, retry.DefaultRetry, sc, obj, mutate, opts...)
 	_, _, errs["Ensure"] = retry.Ensure(ctx, retry.DefaultRetry, ec, obj, mutate, opts...)
@@ -272,12 +278,15 @@ func TestTypedFormsRejectBadInput(t *testing.T) {
 	named := desired()
 	var nilCtx context.Context
 	done := retry.WithOnDone(func(retry.DoneEvent) { calls++ })
+	var unset *refusingClient[*Counter] // a client variable never set
 	for _, tc := range []struct {
 		name string
 		errs map[string]error
 		want string
 	}{
 		{"nil client", typedCalls(context.Background(), nil, named, mutate, done), "retry: the client c is nil"},
+		{"a nil pointer as client", typedCallsOn[*Counter](context.Background(), unset, unset, unset, unset, named, mutate, done),
+			"retry: the client c is nil"},
 		{"zero obj", typedCalls(context.Background(), client, nil, mutate, done), "retry: obj is a nil *retry_test.Counter; it must name the object to write"},
 		{"obj without a name", typedCalls(context.Background(), client, &Counter{ObjectMeta: metav1.ObjectMeta{GenerateName: "jobs-"}}, mutate, done),
 			"retry: obj, a *retry_test.Counter, has no name; it must name the object to write"},

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -234,7 +235,13 @@ func TestCreateClears(t *testing.T) {
 		if err := src.under.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "cm"}, &cm); err != nil {
 			t.Fatal(err)
 		}
-		cm.UID, cm.Generation = "uid-1", 3
+		// What the server sets, as a copy of a stored object (one being
+		// deleted, its fields written by another manager) carries it.
+		now := metav1.Now()
+		grace := int64(30)
+		cm.UID, cm.Generation, cm.CreationTimestamp = "uid-1", 3, now
+		cm.DeletionTimestamp, cm.DeletionGracePeriodSeconds = &now, &grace
+		cm.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "other", Operation: metav1.ManagedFieldsOperationApply}}
 		return &cm
 	}
 	var sent *corev1.ConfigMap
@@ -256,9 +263,11 @@ func TestCreateClears(t *testing.T) {
 	switch {
 	case sent == nil:
 		t.Fatal("no create")
-	case sent.ResourceVersion != "" || sent.UID != "" || !sent.CreationTimestamp.IsZero() || sent.Generation != 0 || sent.ManagedFields != nil:
-		t.Errorf("the create carried resourceVersion %q, uid %q, creationTimestamp %v, generation %d, managedFields %v",
-			sent.ResourceVersion, sent.UID, sent.CreationTimestamp, sent.Generation, sent.ManagedFields)
+	case sent.ResourceVersion != "" || sent.UID != "" || !sent.CreationTimestamp.IsZero() || sent.Generation != 0 || sent.ManagedFields != nil ||
+		sent.DeletionTimestamp != nil || sent.DeletionGracePeriodSeconds != nil:
+		t.Errorf("the create carried resourceVersion %q, uid %q, creationTimestamp %v, generation %d, managedFields %v, deletionTimestamp %v, deletionGracePeriodSeconds %v",
+			sent.ResourceVersion, sent.UID, sent.CreationTimestamp, sent.Generation, sent.ManagedFields,
+			sent.DeletionTimestamp, sent.DeletionGracePeriodSeconds)
 	case sent.Labels["stored"] != "yes" || sent.Data["k"] != "v":
 		t.Errorf("the create lost the caller's labels or the MutateFn's data: %v", sent)
 	}
