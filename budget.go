@@ -111,9 +111,9 @@ type Budget struct {
 	// interval stays. Any attempt that succeeds (one that the server
 	// answered other than with a transient failure; on the wire, a
 	// response neither 429 nor 5xx), a probe or one already in flight,
-	// ends the hold and lets every waiting call go. Retries are never held: the bound above limits
-	// them as before. Zero means no hold, the budget of the third
-	// revision; below 0 is invalid.
+	// ends the hold and lets every waiting call go. Retries are never
+	// held: the bound above limits them as before. Zero means no hold, the
+	// budget of the third revision; below 0 is invalid.
 	Hold time.Duration
 
 	mu         sync.Mutex

@@ -81,14 +81,14 @@ func transient(err error, quota bool) bool {
 	// An API error itself first: errors.As, and the variable its pointer
 	// makes escape, would cost every failed attempt an allocation.
 	if status, ok := err.(apierrors.APIStatus); ok {
-		return transientCode(status) || quota && isQuotaConflict(status.Status())
+		return transientStatus(status, quota)
 	}
 	if err == nil || errors.Is(err, context.Canceled) || isDeadlineExceeded(err) {
 		return false
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return transientCode(status) || quota && isQuotaConflict(status.Status())
+		return transientStatus(status, quota)
 	}
 	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
@@ -107,6 +107,13 @@ func isQuotaConflict(st metav1.Status) bool {
 	// an AlreadyExists).
 	return (st.Reason == metav1.StatusReasonConflict || st.Reason == "" && st.Code == http.StatusConflict) &&
 		st.Details != nil && st.Details.Kind == "resourcequotas" && st.Details.Group == ""
+}
+
+// transientStatus reports whether an API error says a later identical
+// request may pass: a code transientCode accepts, or, when quota is true,
+// the quota admission's own Conflict.
+func transientStatus(status apierrors.APIStatus, quota bool) bool {
+	return transientCode(status) || quota && isQuotaConflict(status.Status())
 }
 
 // transientCode reports whether status's code is 429 or 5xx other than 501.

@@ -283,14 +283,15 @@ type counterClient struct {
 	stall string
 }
 
-// call logs a call of verb and reports the error of one that stalled.
-// call logs verb, marked when the call's options are not the zero value
-// (the typed forms pass none), and stalls the call when told to.
+// call logs a call of verb, marked when its options are not the zero
+// value (the typed forms pass none), and reports the error of one that
+// stalled.
 func (c *counterClient) call(ctx context.Context, verb string, opts any) error {
+	logged := verb
 	if !reflect.ValueOf(opts).IsZero() {
-		verb += " with options"
+		logged += " with options"
 	}
-	c.log = append(c.log, verb)
+	c.log = append(c.log, logged)
 	if c.stall != verb {
 		return nil
 	}

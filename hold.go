@@ -148,10 +148,12 @@ func (b *Budget) probeEnded(id uint64, failed bool) {
 		return
 	}
 	h.probe = 0
-	if limit := b.maxInterval(); failed && h.interval > limit/2 {
-		h.interval = limit
-	} else if failed {
-		h.interval *= 2
+	if failed {
+		if limit := b.maxInterval(); h.interval > limit/2 {
+			h.interval = limit
+		} else {
+			h.interval *= 2
+		}
 	}
 	h.next = h.sent.Add(h.interval)
 }

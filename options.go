@@ -111,9 +111,9 @@ func WithRetryAfter(f func(error) (time.Duration, bool)) Option {
 // loop ran out of attempts: on success, on a non-retriable error, on
 // exhaustion, when a context ends the loop (before the first attempt too,
 // with Attempts 0) and when a [Budget] refuses a retry, or holds or refuses
-// the first attempt (Attempts 0). It is not called
-// when the loop returns an error for an invalid argument, before anything
-// ran, nor when a panic in fn or a hook leaves the loop. With [WithOnRetry]
+// the first attempt (Attempts 0). It is not called when the loop returns
+// an error for an invalid argument, before anything ran, nor when a panic
+// in fn or a hook leaves the loop. With [WithOnRetry]
 // it counts retries, give-ups and refusals without a wrapper around every
 // call.
 func WithOnDone(f func(DoneEvent)) Option {
