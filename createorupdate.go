@@ -101,18 +101,18 @@ func CreateOrUpdate[T Object](ctx context.Context, backoff Backoff, current T,
 		return zero, ResultUnchanged, errNilCurrent
 	case get == nil:
 		return zero, ResultUnchanged, errNilGetCreate
-	case mutate == nil:
-		return zero, ResultUnchanged, errNilMutate
 	case create == nil:
 		return zero, ResultUnchanged, errNilCreate
 	case update == nil:
 		return zero, ResultUnchanged, errNilUpdate
 	}
-	acc, err := meta.Accessor(current)
-	if err != nil {
+	if _, err := meta.Accessor(current); err != nil {
 		return zero, ResultUnchanged, fmt.Errorf("retry: current, a %T, has no object metadata: %w", current, err)
 	}
-	w := writer[T]{current: current, stored: acc.GetResourceVersion() != "",
-		get: get, mutate: mutate, create: create, update: update}
+	w, err := newWriter(current, get, mutate)
+	if err != nil {
+		return zero, ResultUnchanged, err
+	}
+	w.create, w.update = create, update
 	return w.run(ctx, backoff, opts)
 }

@@ -69,8 +69,10 @@ func (c *Counter) DeepCopyObject() runtime.Object {
 }
 
 // counters keeps Counters the way an API server does: Get returns a copy,
-// and Update must carry the resourceVersion it read, or it fails with a 409
-// Conflict; so must a patch that names one. Update keeps the stored status
+// and an Update that carries a resourceVersion other than the stored one
+// fails with a 409 Conflict, as does a patch that names one; an Update
+// without one is applied unconditionally, over whatever is stored, as the
+// apiserver does for most kinds (ConfigMaps, Deployments, ...). Update keeps the stored status
 // and UpdateStatus writes nothing else, as for a kind with a status
 // subresource. It counts the requests it serves.
 type counters struct {
@@ -174,7 +176,7 @@ func (s *counters) UpdateStatus(_ context.Context, c *Counter) (*Counter, error)
 
 // replace runs beforeUpdate and returns the stored object that c replaces,
 // or the error the server gives a write of c: NotFound, or a Conflict when
-// c does not carry the stored resourceVersion.
+// c carries a resourceVersion other than the stored one.
 func (s *counters) replace(c *Counter) (*Counter, error) {
 	if s.beforeUpdate != nil {
 		s.beforeUpdate()
@@ -183,7 +185,7 @@ func (s *counters) replace(c *Counter) (*Counter, error) {
 	if !ok {
 		return nil, apierrors.NewNotFound(counterResource, c.Name)
 	}
-	if c.ResourceVersion != stored.ResourceVersion {
+	if c.ResourceVersion != "" && c.ResourceVersion != stored.ResourceVersion {
 		return nil, apierrors.NewConflict(counterResource, c.Name, errors.New("the object has been modified"))
 	}
 	return stored, nil

@@ -144,7 +144,10 @@ func TestUnstructuredNoOpIsTheSameJSON(t *testing.T) {
 		stored := map[string]any{"metadata": map[string]any{"name": "x"}, "spec": randStored(rng, 3)}
 		want := map[string]any{"metadata": map[string]any{"name": "x"}, "spec": randLike(rng, stored["spec"], 3)}
 		puts := 0
-		_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, &unstructured.Unstructured{Object: stored}, nil,
+		get := func(context.Context) (*unstructured.Unstructured, error) {
+			return &unstructured.Unstructured{Object: stored}, nil
+		}
+		_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, nil, get,
 			func(u *unstructured.Unstructured) error { u.Object["spec"] = want["spec"]; return nil },
 			func(_ context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 				puts++

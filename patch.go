@@ -15,8 +15,9 @@ var errNilPatch = errors.New("retry: patch is nil")
 // PatchOnConflict reads an object, changes it and sends what changed as a
 // JSON merge patch (RFC 7386) locked to the version read, and does it again
 // on a 409 Conflict. It is [UpdateOnConflict] with a patch for the write,
-// and every rule of that loop holds (the first attempt on a copy of a
-// current that is not the zero T, get afresh after a Conflict, mutate's
+// and every rule of that loop holds (the first attempt on a copy of
+// current only when it carries a resourceVersion, else on what get read;
+// get afresh after a Conflict, mutate's
 // error returned, the no-op check, a renaming mutate refused, options,
 // exhaustion, bad input), except the write itself:
 //
@@ -43,23 +44,22 @@ var errNilPatch = errors.New("retry: patch is nil")
 //
 // Both objects are encoded with encoding/json, as client-go's typed
 // clients and *unstructured.Unstructured encode them. A nil patch, a nil
-// mutate, or a nil get with a zero current returns an error at once and
-// calls nothing. [Patch] is its form for a client-go typed client.
+// mutate, or a nil get with a current that carries no resourceVersion
+// returns an error at once and calls nothing. [Patch] is its form for a client-go typed client.
 func PatchOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 	get func(context.Context) (T, error), mutate func(T) error,
 	patch func(ctx context.Context, obj T, data []byte) (T, error), opts ...Option) (T, error) {
-	var zero T
-	switch {
-	case mutate == nil:
-		return zero, errNilMutate
-	case patch == nil:
+	if patch == nil {
+		var zero T
 		return zero, errNilPatch
-	case get == nil && current == zero:
-		return zero, errNilGet
 	}
-	w := writer[T]{current: current, stored: current != zero, get: get, mutate: mutate, patch: patch}
-	obj, _, err := w.run(ctx, backoff, opts)
-	return obj, err
+	w, err := newWriter(current, get, mutate)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	w.patch = patch
+	return w.runNoResult(ctx, backoff, opts)
 }
 
 // sendPatch sends the merge patch from before to obj, and reports whether

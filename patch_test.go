@@ -383,7 +383,8 @@ func TestPatchOnConflictErrors(t *testing.T) {
 	})
 	t.Run("an object that does not encode to a JSON object", func(t *testing.T) {
 		t.Parallel()
-		_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, &jsonScalar{V: 1}, nil,
+		_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, nil,
+			func(context.Context) (*jsonScalar, error) { return &jsonScalar{V: 1}, nil },
 			func(o *jsonScalar) error { o.V = 2; return nil },
 			func(context.Context, *jsonScalar, []byte) (*jsonScalar, error) {
 				return nil, errors.New("patch called")

@@ -178,8 +178,6 @@ func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], 
 		return typed[T]{}, errNilClient
 	case obj == zero:
 		return typed[T]{}, fmt.Errorf("retry: obj is a nil %T; it must name the object to write", obj)
-	case mutate == nil:
-		return typed[T]{}, errNilMutate
 	}
 	acc, err := meta.Accessor(obj)
 	if err != nil {
@@ -189,9 +187,9 @@ func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], 
 	if name == "" {
 		return typed[T]{}, fmt.Errorf("retry: obj, a %T, has no name; it must name the object to write", obj)
 	}
-	w := typed[T]{writer: writer[T]{current: obj, stored: acc.GetResourceVersion() != "", mutate: mutate}, name: name}
-	w.get = func(ctx context.Context) (T, error) { return c.Get(ctx, name, metav1.GetOptions{}) }
-	return w, nil
+	get := func(ctx context.Context) (T, error) { return c.Get(ctx, name, metav1.GetOptions{}) }
+	w, err := newWriter(obj, get, mutate)
+	return typed[T]{writer: w, name: name}, err
 }
 
 // isNilPointer reports whether c holds a nil pointer, a client variable

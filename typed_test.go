@@ -26,19 +26,12 @@ type typedForm struct {
 
 // typedForms are Update, UpdateStatus, Ensure and Patch beside
 // UpdateOnConflict, CreateOrUpdate and PatchOnConflict given the
-// closures that the typed forms are documented to be: a zero current for
-// a built object, whose first attempt reads.
+// closures that the typed forms are documented to be, obj as current.
 func typedForms() []typedForm {
 	ctx := context.Background()
 	opts := func(c *counterClient) []retry.Option { return []retry.Option{retry.WithSleeper(c)} }
 	get := func(c *counterClient, obj *Counter) func(context.Context) (*Counter, error) {
 		return func(ctx context.Context) (*Counter, error) { return c.Get(ctx, obj.Name, metav1.GetOptions{}) }
-	}
-	current := func(obj *Counter) *Counter {
-		if obj.ResourceVersion == "" {
-			return nil // built: read first
-		}
-		return obj
 	}
 	updated := func(obj *Counter, err error) (*Counter, retry.Result, error) {
 		return obj, retry.ResultUnchanged, err // the update loops have no Result
@@ -47,7 +40,7 @@ func typedForms() []typedForm {
 		{"Update", func(c *counterClient, obj *Counter, mutate func(*Counter) error) (*Counter, retry.Result, error) {
 			return updated(retry.Update(ctx, retry.DefaultRetry, c, obj, mutate, opts(c)...))
 		}, func(c *counterClient, obj *Counter, mutate func(*Counter) error) (*Counter, retry.Result, error) {
-			return updated(retry.UpdateOnConflict(ctx, retry.DefaultRetry, current(obj), get(c, obj), mutate,
+			return updated(retry.UpdateOnConflict(ctx, retry.DefaultRetry, obj, get(c, obj), mutate,
 				func(ctx context.Context, o *Counter) (*Counter, error) {
 					return c.Update(ctx, o, metav1.UpdateOptions{})
 				}, opts(c)...))
@@ -55,7 +48,7 @@ func typedForms() []typedForm {
 		{"UpdateStatus", func(c *counterClient, obj *Counter, mutate func(*Counter) error) (*Counter, retry.Result, error) {
 			return updated(retry.UpdateStatus(ctx, retry.DefaultRetry, c, obj, mutate, opts(c)...))
 		}, func(c *counterClient, obj *Counter, mutate func(*Counter) error) (*Counter, retry.Result, error) {
-			return updated(retry.UpdateOnConflict(ctx, retry.DefaultRetry, current(obj), get(c, obj), mutate,
+			return updated(retry.UpdateOnConflict(ctx, retry.DefaultRetry, obj, get(c, obj), mutate,
 				func(ctx context.Context, o *Counter) (*Counter, error) {
 					return c.UpdateStatus(ctx, o, metav1.UpdateOptions{})
 				}, opts(c)...))
@@ -74,7 +67,7 @@ func typedForms() []typedForm {
 		{"Patch", func(c *counterClient, obj *Counter, mutate func(*Counter) error) (*Counter, retry.Result, error) {
 			return updated(retry.Patch(ctx, retry.DefaultRetry, c, obj, mutate, opts(c)...))
 		}, func(c *counterClient, obj *Counter, mutate func(*Counter) error) (*Counter, retry.Result, error) {
-			return updated(retry.PatchOnConflict(ctx, retry.DefaultRetry, current(obj), get(c, obj), mutate,
+			return updated(retry.PatchOnConflict(ctx, retry.DefaultRetry, obj, get(c, obj), mutate,
 				func(ctx context.Context, o *Counter, data []byte) (*Counter, error) {
 					return c.Patch(ctx, o.Name, types.MergePatchType, data, metav1.PatchOptions{})
 				}, opts(c)...))

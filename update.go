@@ -18,7 +18,7 @@ type Object interface {
 }
 
 var (
-	errNilGet       = errors.New("retry: get is nil and current is the zero object, so there is nothing to change")
+	errNilGet       = errors.New("retry: get is nil and current carries no resourceVersion (the zero object, one the caller built, or one without object metadata), so the first attempt must read the object and cannot")
 	errNilGetCreate = errors.New("retry: get is nil")
 	errNilMutate    = errors.New("retry: mutate is nil")
 	errNilCreate    = errors.New("retry: create is nil")
@@ -32,15 +32,20 @@ var (
 // update. It returns the object as update returned it, or, when mutate
 // changed nothing, the copy mutate was given.
 //
-//  1. The first attempt works on a deep copy of current when current is not
-//     the zero T (an object from an informer's lister or controller-runtime's
-//     cached client), else on a deep copy of get(ctx)'s object. Every later
-//     attempt, after a Conflict, calls get afresh, so no retry re-reads a
-//     stale cache. Neither current nor any object get returns is ever
-//     modified, so a get that reads a shared cache cannot corrupt it. With a
-//     nil get, a Conflict on the first attempt is returned as it is, since
-//     nothing could re-read (an attempt that ran out of its own
-//     [WithAttemptTimeout] is retried, on a copy of current again).
+//  1. The first attempt works on a deep copy of current without a read
+//     only when current is a stored object, one that carries a
+//     resourceVersion (from an informer's lister, controller-runtime's
+//     cached client or a previous write). Any other current (the zero T,
+//     an object the caller built with its name and no resourceVersion, or
+//     one without object metadata, whose resourceVersion cannot be read)
+//     makes the first attempt call get and work on a deep copy of what it
+//     read, so no write goes without the resourceVersion it was read at.
+//     Every later attempt, after a Conflict, calls get afresh, so no retry
+//     re-reads a stale cache. Neither current nor any object get returns
+//     is ever modified, so a get that reads a shared cache cannot corrupt
+//     it. With a nil get, a Conflict on the first attempt is returned as
+//     it is, since nothing could re-read (an attempt that ran out of its
+//     own [WithAttemptTimeout] is retried, on a copy of current again).
 //  2. mutate(obj) changes the copy in place. Its error ends the loop and is
 //     returned as it is; nothing is written. A mutate that changes the
 //     object's name or namespace ends the loop with an error naming both
@@ -80,8 +85,8 @@ var (
 // Every rule of [OnErrorWithContext] holds: ctx is checked before every
 // attempt and wait, a loop ended by ctx returns an error matching both
 // ctx's error and the last Conflict, and options apply. An invalid backoff,
-// a nil ctx, a nil mutate or update, or a nil get with a zero current
-// returns an error at once and calls nothing.
+// a nil ctx, a nil mutate or update, or a nil get with a current that is
+// not a stored object returns an error at once and calls nothing.
 //
 // Each write carries the resourceVersion its object was read at, so it
 // never overwrites a change made since. But after a Conflict, mutate runs
@@ -93,16 +98,15 @@ var (
 func UpdateOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 	get func(context.Context) (T, error), mutate func(T) error,
 	update func(context.Context, T) (T, error), opts ...Option) (T, error) {
-	var zero T
-	switch {
-	case mutate == nil:
-		return zero, errNilMutate
-	case update == nil:
+	if update == nil {
+		var zero T
 		return zero, errNilUpdate
-	case get == nil && current == zero:
-		return zero, errNilGet
 	}
-	w := writer[T]{current: current, stored: current != zero, get: get, mutate: mutate, update: update}
-	obj, _, err := w.run(ctx, backoff, opts)
-	return obj, err
+	w, err := newWriter(current, get, mutate)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	w.update = update
+	return w.runNoResult(ctx, backoff, opts)
 }

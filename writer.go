@@ -26,6 +26,39 @@ type writer[T Object] struct {
 	did      Result
 }
 
+// newWriter returns the writer of a loop on current that reads with get
+// and changes with mutate, its write left to the form to set. It is the
+// one place that decides, for every write loop, whether the first attempt
+// changes current without a read: only when current is a stored object
+// (see isStored). Otherwise the first attempt reads with get, so a nil get
+// is an error.
+func newWriter[T Object](current T, get func(context.Context) (T, error), mutate func(T) error) (writer[T], error) {
+	if mutate == nil {
+		return writer[T]{}, errNilMutate
+	}
+	w := writer[T]{current: current, stored: isStored(current), get: get, mutate: mutate}
+	if get == nil && !w.stored {
+		return writer[T]{}, errNilGet
+	}
+	return w, nil
+}
+
+// isStored reports whether obj is a stored object: one that carries a
+// resourceVersion (from an informer, a lister, a previous write), so that
+// a write of a copy of it is refused with a Conflict when the object has
+// changed since. Anything else (the zero T, an object the caller built, an
+// object without object metadata, whose resourceVersion cannot be read)
+// must be read first: written without a read it would overwrite whatever
+// another writer stored.
+func isStored[T Object](obj T) bool {
+	var zero T
+	if obj == zero {
+		return false
+	}
+	acc, err := meta.Accessor(obj)
+	return err == nil && acc.GetResourceVersion() != ""
+}
+
 // run runs the loop of w's attempts and returns what the last one left.
 func (w *writer[T]) run(ctx context.Context, backoff Backoff, opts []Option) (T, Result, error) {
 	if err := run(newLoopContext(ctx), backoff, nil, attemptFunc{write: w.attempt}, nil, opts); err != nil {

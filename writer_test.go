@@ -2,6 +2,8 @@ package retry_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kuberetry/retry"
@@ -10,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // badCopy is an Object whose DeepCopyObject returns another type.
@@ -123,4 +126,147 @@ func TestWritesNeverModifyGetsObject(t *testing.T) {
 			assert.Equal(t, snapshot, cache, "PatchOnConflict")
 		})
 	}
+}
+
+// everyForm runs each write loop over c with current (the typed forms
+// take it as obj) and mutate: the closure forms given c's methods, the
+// typed forms c itself.
+func everyForm() map[string]func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+	ctx := context.Background()
+	get := func(c *counterClient) func(context.Context) (*Counter, error) {
+		return func(ctx context.Context) (*Counter, error) { return c.Get(ctx, "jobs", metav1.GetOptions{}) }
+	}
+	update := func(c *counterClient) func(context.Context, *Counter) (*Counter, error) {
+		return func(ctx context.Context, o *Counter) (*Counter, error) {
+			return c.Update(ctx, o, metav1.UpdateOptions{})
+		}
+	}
+	create := func(c *counterClient) func(context.Context, *Counter) (*Counter, error) {
+		return func(ctx context.Context, o *Counter) (*Counter, error) {
+			return c.Create(ctx, o, metav1.CreateOptions{})
+		}
+	}
+	patch := func(c *counterClient) func(context.Context, *Counter, []byte) (*Counter, error) {
+		return func(ctx context.Context, o *Counter, data []byte) (*Counter, error) {
+			return c.Patch(ctx, o.Name, types.MergePatchType, data, metav1.PatchOptions{})
+		}
+	}
+	b := retry.DefaultRetry
+	return map[string]func(c *counterClient, current *Counter, mutate func(*Counter) error) error{
+		"UpdateOnConflict": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, err := retry.UpdateOnConflict(ctx, b, current, get(c), mutate, update(c), retry.WithSleeper(c))
+			return err
+		},
+		"PatchOnConflict": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, err := retry.PatchOnConflict(ctx, b, current, get(c), mutate, patch(c), retry.WithSleeper(c))
+			return err
+		},
+		"CreateOrUpdate": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, _, err := retry.CreateOrUpdate(ctx, b, current, get(c), mutate, create(c), update(c), retry.WithSleeper(c))
+			return err
+		},
+		"Update": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, err := retry.Update(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			return err
+		},
+		"UpdateStatus": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, err := retry.UpdateStatus(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			return err
+		},
+		"Ensure": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, _, err := retry.Ensure(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			return err
+		},
+		"Patch": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
+			_, err := retry.Patch(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			return err
+		},
+	}
+}
+
+func TestWritesReadABuiltObjectFirst(t *testing.T) {
+	t.Parallel()
+	// Another writer has added its finalizer and its status since the
+	// caller built its object (a name, no resourceVersion). Each form reads
+	// first and changes what it read, so the other writer's finalizer and
+	// status survive; written without a read, the built object would have
+	// replaced them (an update without a resourceVersion is applied
+	// unconditionally, and a merge patch replaces a list whole).
+	add := func(list []string, s string) []string {
+		if slices.Contains(list, s) {
+			return list
+		}
+		return append(list, s)
+	}
+	mutate := func(o *Counter) error {
+		o.Finalizers = add(o.Finalizers, "mine")
+		o.Status = strings.Join(add(strings.Fields(o.Status), "mine"), " ")
+		return nil
+	}
+	for name, form := range everyForm() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newCounterClient("jobs")
+			other := c.api.objs["jobs"].DeepCopyObject().(*Counter)
+			other.Finalizers, other.Status = []string{"other"}, "other"
+			c.api.store(other)
+			built := desired()
+			built.Count = 3 // a field the caller set, which mutate leaves
+			require.NoError(t, form(c, built, mutate))
+
+			write := map[string]string{"PatchOnConflict": "patch", "Patch": "patch", "UpdateStatus": "updateStatus"}[name]
+			if write == "" {
+				write = "update"
+			}
+			assert.Equal(t, []string{"get", write}, c.log, "read, then write")
+			got := c.api.objs["jobs"]
+			assert.Contains(t, strings.Fields(got.Status), "other", "the other writer's status kept")
+			if name == "UpdateStatus" { // the server writes the status alone
+				assert.Equal(t, "other mine", got.Status)
+			} else {
+				assert.Equal(t, []string{"other", "mine"}, got.Finalizers, "the other writer's finalizer kept")
+			}
+			assert.Zero(t, got.Count, "only mutate's change written, not the built object's fields")
+			assert.Equal(t, &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}, Count: 3}, built, "the built object itself untouched")
+		})
+	}
+}
+
+func TestWritesNeedGetForABuiltObject(t *testing.T) {
+	t.Parallel()
+	// Without get, a current that carries no resourceVersion could only be
+	// written blind: an error at once, calling nothing.
+	calls := 0
+	mutate := func(*Counter) error { calls++; return nil }
+	write := func(context.Context, *Counter) (*Counter, error) { calls++; return nil, nil }
+	patch := func(context.Context, *Counter, []byte) (*Counter, error) { calls++; return nil, nil }
+	done := retry.WithOnDone(func(retry.DoneEvent) { calls++ })
+	for _, current := range []*Counter{nil, desired()} {
+		_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, nil, mutate, write, done)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "retry: get is nil and current carries no resourceVersion")
+		_, err = retry.PatchOnConflict(context.Background(), retry.DefaultRetry, current, nil, mutate, patch, done)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "retry: get is nil and current carries no resourceVersion")
+	}
+	_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, &noMeta{}, nil,
+		func(*noMeta) error { calls++; return nil }, func(context.Context, *noMeta) (*noMeta, error) { calls++; return nil, nil }, done)
+	require.Error(t, err, "an object without object metadata carries no resourceVersion either")
+	assert.Contains(t, err.Error(), "retry: get is nil and current carries no resourceVersion")
+	assert.Zero(t, calls, "nothing called: no mutate, no write, no OnDone")
+}
+
+func TestWritesReadAnObjectWithoutMetadataFirst(t *testing.T) {
+	t.Parallel()
+	// An object without object metadata has no resourceVersion the loop
+	// can see, so it is never taken as stored: the first attempt reads.
+	var log []string
+	stored := &noMeta{TypeMeta: metav1.TypeMeta{Kind: "Stored"}}
+	get := func(context.Context) (*noMeta, error) { log = append(log, "get"); return stored, nil }
+	mutate := func(o *noMeta) error { log = append(log, "mutate "+o.Kind); o.APIVersion = "v2"; return nil }
+	update := func(_ context.Context, o *noMeta) (*noMeta, error) { log = append(log, "update"); return o, nil }
+	got, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, &noMeta{TypeMeta: metav1.TypeMeta{Kind: "Built"}}, get, mutate, update)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"get", "mutate Stored", "update"}, log)
+	assert.Equal(t, metav1.TypeMeta{Kind: "Stored", APIVersion: "v2"}, got.TypeMeta)
 }

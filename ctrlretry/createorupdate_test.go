@@ -194,3 +194,45 @@ func TestDropIn(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsBeforeWriting holds ctrlretry to the rule of every write loop:
+// the object written is the one read, changed by f, never obj as the
+// caller built it or a stale copy of it, so another writer's key in the
+// stored ConfigMap survives. (controllerutil reads into obj first.)
+func TestReadsBeforeWriting(t *testing.T) {
+	t.Parallel()
+	for _, p := range pairs {
+		for name, obj := range map[string]func() *corev1.ConfigMap{
+			"a built obj": func() *corev1.ConfigMap { return configMap("cm", map[string]string{"k": "mine"}) },
+			"a stale copy with a resourceVersion": func() *corev1.ConfigMap {
+				cm := configMap("cm", map[string]string{"k": "old"})
+				cm.ResourceVersion = "1"
+				return cm
+			},
+		} {
+			t.Run(p.name+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				existing := configMap("cm", map[string]string{"k": "old", "other": "theirs"})
+				fc := newFake(hooks{}, existing)
+				cm := obj()
+				f := func() error { cm.Data["k"] = "mine"; return nil }
+				in := newInstant()
+				res, err := p.retrying(in.option())(context.Background(), fc, cm, f)
+				if err != nil || res != controllerutil.OperationResultUpdated {
+					t.Fatalf("returned (%q, %v), want (%q, nil)", res, err, controllerutil.OperationResultUpdated)
+				}
+				write := "update ok"
+				if p.name == "CreateOrPatch" {
+					write = "patch ok"
+				}
+				if want := []string{"get ok", write}; !reflect.DeepEqual(fc.Calls(), want) {
+					t.Errorf("calls %s, want %s", join(fc.Calls()), join(want))
+				}
+				got := stored(t, fc.under, existing, &corev1.ConfigMap{})
+				if want := map[string]string{"k": "mine", "other": "theirs"}; !reflect.DeepEqual(got.Data, want) {
+					t.Errorf("stored data %v, want %v: the other writer's key kept", got.Data, want)
+				}
+			})
+		}
+	}
+}
