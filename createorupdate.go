@@ -7,19 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
-// Result tells what [CreateOrUpdate] did.
-type Result string
-
-const (
-	// ResultUnchanged: mutate changed nothing and no write was sent, or the
-	// call failed.
-	ResultUnchanged Result = "unchanged"
-	// ResultCreated: the object did not exist and create wrote it.
-	ResultCreated Result = "created"
-	// ResultUpdated: the object existed and update wrote the change.
-	ResultUpdated Result = "updated"
-)
-
 // CreateOrUpdate makes sure an object exists and looks as mutate wants it,
 // the write of every reconciler, with the races that controller-runtime's
 // controllerutil.CreateOrUpdate returns to its caller retried: another

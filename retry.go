@@ -3,6 +3,8 @@ package retry
 import (
 	"context"
 	"time"
+
+	"github.com/kuberetry/retry/internal/objrules"
 )
 
 // DefaultRetry is the recommended backoff for a conflict where several
@@ -69,7 +71,7 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // error is matched too). It mirrors client-go's retry.RetryOnConflict,
 // which retries an apply conflict Steps times in vain.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, isRetriableConflict, attemptFunc{plain: fn}, nil, opts)
+	return run(loopContext{}, backoff, objrules.RetriableConflict, attemptFunc{plain: fn}, nil, opts)
 }
 
 // OnRetryAfterError is [OnError] that honours a server's Retry-After: it is
@@ -110,7 +112,7 @@ func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(err
 // RetryOnConflictWithContext is [RetryOnConflict] under a context, as
 // described at [OnErrorWithContext].
 func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, isRetriableConflict, attemptFunc{withCtx: fn}, nil, opts)
+	return run(newLoopContext(ctx), backoff, objrules.RetriableConflict, attemptFunc{withCtx: fn}, nil, opts)
 }
 
 // OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as

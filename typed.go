@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 
@@ -70,8 +69,6 @@ type PatchClient[T Object] interface {
 	Getter[T]
 	Patcher[T]
 }
-
-var errNilClient = errors.New("retry: the client c is nil")
 
 // Update is [UpdateOnConflict] through a client-go typed client: it reads
 // the object named by obj with c.Get, changes a copy with mutate and writes
@@ -197,10 +194,4 @@ func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], 
 func isNilPointer(c any) bool {
 	v := reflect.ValueOf(c)
 	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
-// runNoResult is run for the loops that return no Result.
-func (w *writer[T]) runNoResult(ctx context.Context, backoff Backoff, opts []Option) (T, error) {
-	obj, _, err := w.run(ctx, backoff, opts)
-	return obj, err
 }

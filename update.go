@@ -1,31 +1,6 @@
 package retry
 
-import (
-	"context"
-	"errors"
-
-	"k8s.io/apimachinery/pkg/runtime"
-)
-
-// Object is what the write loops ([UpdateOnConflict], [CreateOrUpdate],
-// [PatchOnConflict] and their typed forms) read, change and write: a Kubernetes API object, such as *corev1.ConfigMap,
-// *unstructured.Unstructured or a custom resource's pointer type.
-// comparable lets the loops tell a nil pointer, the zero Object, from an
-// object.
-type Object interface {
-	comparable
-	runtime.Object
-}
-
-var (
-	errNilGet       = errors.New("retry: get is nil and current carries no resourceVersion (the zero object, one the caller built, or one without object metadata), so the first attempt must read the object and cannot")
-	errNilGetCreate = errors.New("retry: get is nil")
-	errNilMutate    = errors.New("retry: mutate is nil")
-	errNilCreate    = errors.New("retry: create is nil")
-	errNilUpdate    = errors.New("retry: update is nil")
-	errNilCurrent   = errors.New("retry: current is the zero object; it must name the object to create or update")
-	errGetNoObj     = errors.New("retry: get returned neither an object nor an error")
-)
+import "context"
 
 // UpdateOnConflict reads an object, changes it and writes it, and does it
 // again on a 409 Conflict, the loop that every controller writes around an

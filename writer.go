@@ -6,13 +6,39 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kuberetry/retry/internal/objrules"
 )
 
-// writer holds one write loop's functions and state: create is nil but
-// for CreateOrUpdate and Ensure, and patch nil but for PatchOnConflict and
-// Patch, which write with it instead of update.
+// Object is what the write loops ([Update], [UpdateStatus], [Ensure],
+// [Patch], and their closure forms [UpdateOnConflict], [CreateOrUpdate]
+// and [PatchOnConflict]) read, change and write: a Kubernetes API object,
+// such as *corev1.ConfigMap, *unstructured.Unstructured or a custom
+// resource's pointer type. comparable lets the loops tell a nil pointer,
+// the zero Object, from an object.
+type Object interface {
+	comparable
+	runtime.Object
+}
+
+// Result tells what [Ensure] or [CreateOrUpdate] did.
+type Result string
+
+const (
+	// ResultUnchanged: mutate changed nothing and no write was sent, or the
+	// call failed.
+	ResultUnchanged Result = "unchanged"
+	// ResultCreated: the object did not exist and create wrote it.
+	ResultCreated Result = "created"
+	// ResultUpdated: the object existed and update wrote the change.
+	ResultUpdated Result = "updated"
+)
+
+// writer is the write engine under every write loop: one loop's functions
+// and state. create is nil but for CreateOrUpdate and Ensure, and patch
+// nil but for PatchOnConflict and Patch, which write with it instead of
+// update.
 type writer[T Object] struct {
 	current  T
 	stored   bool // the first attempt works on a copy of current, without get
@@ -68,6 +94,12 @@ func (w *writer[T]) run(ctx context.Context, backoff Backoff, opts []Option) (T,
 	return w.result, w.did, nil
 }
 
+// runNoResult is run for the loops that return no Result.
+func (w *writer[T]) runNoResult(ctx context.Context, backoff Backoff, opts []Option) (T, error) {
+	obj, _, err := w.run(ctx, backoff, opts)
+	return obj, err
+}
+
 // attempt is one read, change and write. It reports whether its error may
 // pass on another attempt: only a write's error may (see retriable), never
 // one of get or mutate.
@@ -111,22 +143,33 @@ func (w *writer[T]) attempt(ctx context.Context) (retry bool, err error) {
 		w.result, w.did = obj, ResultUnchanged
 		return false, nil
 	}
-	var updated T
-	if w.patch != nil {
-		var sent bool
-		if updated, sent, err = w.sendPatch(ctx, before, obj); err == nil && !sent {
-			w.result, w.did = obj, ResultUnchanged
-			return false, nil
-		}
-	} else {
-		updated, err = w.update(ctx, obj)
+	updated, sent, err := w.write(ctx, before, obj)
+	switch {
+	case err != nil:
+		return w.retriable(err, objrules.RetriableWrite(err, w.create != nil))
+	case !sent: // a patch with nothing to send
+		w.result, w.did = obj, ResultUnchanged
+	default:
+		w.result, w.did = updated, ResultUpdated
 	}
-	if err != nil {
-		// A NotFound: deleted meanwhile, which only CreateOrUpdate mends.
-		return w.retriable(err, isRetriableConflict(err) || w.create != nil && apierrors.IsNotFound(err))
-	}
-	w.result, w.did = updated, ResultUpdated
 	return false, nil
+}
+
+// write sends obj, changed from before: with update, or with patch as the
+// merge patch from before to obj. It reports whether anything was sent: a
+// patch is not when the JSON of both is the same.
+func (w *writer[T]) write(ctx context.Context, before, obj T) (_ T, sent bool, _ error) {
+	if w.patch == nil {
+		updated, err := w.update(ctx, obj)
+		return updated, true, err
+	}
+	var zero T
+	data, err := mergePatch(before, obj)
+	if err != nil || data == nil {
+		return zero, false, err
+	}
+	patched, err := w.patch(ctx, obj, data)
+	return patched, true, err
 }
 
 // createFromCurrent is the create path of CreateOrUpdate: a copy of current
@@ -140,14 +183,7 @@ func (w *writer[T]) createFromCurrent(ctx context.Context) (retry bool, err erro
 	if err != nil { // a DeepCopyObject that lost the metadata current had
 		return false, fmt.Errorf("retry: the copy of current, a %T, has no object metadata: %w", obj, err)
 	}
-	acc.SetResourceVersion("")
-	acc.SetUID("")
-	acc.SetCreationTimestamp(metav1.Time{})
-	acc.SetDeletionTimestamp(nil)
-	acc.SetDeletionGracePeriodSeconds(nil)
-	acc.SetSelfLink("")
-	acc.SetGeneration(0)
-	acc.SetManagedFields(nil)
+	objrules.ClearForCreate(acc)
 	ns, name := acc.GetNamespace(), acc.GetName()
 	if err := w.mutate(obj); err != nil {
 		return false, err
@@ -157,9 +193,7 @@ func (w *writer[T]) createFromCurrent(ctx context.Context) (retry bool, err erro
 	}
 	created, err := w.create(ctx, obj)
 	if err != nil {
-		// A create carries no resourceVersion, so its Conflict is never the
-		// object's own: a quota admission's race on an HA control plane.
-		return w.retriable(err, apierrors.IsAlreadyExists(err) || isRetriableConflict(err))
+		return w.retriable(err, objrules.RetriableCreate(err))
 	}
 	w.result, w.did = created, ResultCreated
 	return false, nil
