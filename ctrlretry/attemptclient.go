@@ -5,10 +5,9 @@ import (
 	"errors"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/internal/objrules"
 )
 
 // errStale is what attemptClient's Get gives controllerutil for a stale
@@ -79,18 +78,12 @@ func (a *attemptClient) Get(ctx context.Context, key client.ObjectKey, obj clien
 	return err
 }
 
-// Create clears what a create must not carry and creates obj.
+// Create clears what a create must not carry, as the root module's
+// CreateOrUpdate does, and creates obj.
 func (a *attemptClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	obj.SetResourceVersion("")
-	obj.SetUID("")
-	obj.SetCreationTimestamp(metav1.Time{})
-	obj.SetDeletionTimestamp(nil)
-	obj.SetDeletionGracePeriodSeconds(nil)
-	obj.SetSelfLink("")
-	obj.SetGeneration(0)
-	obj.SetManagedFields(nil)
+	objrules.ClearForCreate(obj)
 	err := a.Client.Create(ctx, obj, opts...)
-	if err != nil && (apierrors.IsAlreadyExists(err) || isConflict(err)) {
+	if err != nil && objrules.RetriableCreate(err) {
 		a.failed(err, "", apierrors.IsAlreadyExists(err))
 	}
 	return err
@@ -101,7 +94,7 @@ func (a *attemptClient) Create(ctx context.Context, obj client.Object, opts ...c
 func (a *attemptClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	version := obj.GetResourceVersion()
 	err := a.Client.Update(ctx, obj, opts...)
-	if err != nil && (isConflict(err) || apierrors.IsNotFound(err)) {
+	if err != nil && objrules.RetriableWrite(err, true) {
 		a.failed(err, version, false)
 	}
 	return err
@@ -127,7 +120,7 @@ func (a *attemptClient) patched(err error, version string) {
 	switch {
 	case err != nil && apierrors.IsNotFound(err):
 		a.failed(err, version, false)
-	case err != nil && isConflict(err):
+	case err != nil && objrules.RetriableConflict(err):
 		a.failed(err, "", false)
 	}
 }
@@ -136,12 +129,6 @@ func (a *attemptClient) patched(err error, version string) {
 func (a *attemptClient) failed(err error, staleVersion string, alreadyExists bool) {
 	a.retry, a.last = err, err
 	a.staleVersion, a.alreadyExists = staleVersion, alreadyExists
-}
-
-// isConflict is a Conflict that a retry may not meet: not an apply
-// conflict.
-func isConflict(err error) bool {
-	return apierrors.IsConflict(err) && !retry.IsApplyConflict(err)
 }
 
 // statusWriter is the status writer of an attemptClient.
