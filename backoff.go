@@ -81,16 +81,7 @@ func (b *Backoff) step(rnd func() float64) time.Duration {
 		}
 	}
 	if b.Jitter > 0 {
-		// The draw is written out rather than a call of draw, which is too
-		// large to inline: that call cost Step about 10% against
-		// apimachinery's, and Step is the hot path of every wait.
-		var r float64
-		if rnd == nil {
-			r = rand.Float64()
-		} else {
-			r = unitInterval(rnd())
-		}
-		d = jitter(d, b.Jitter, r)
+		d = jitter(d, b.Jitter, draw(rnd))
 	}
 	return max(d, 0)
 }
