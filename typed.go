@@ -10,64 +10,41 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Getter reads an object by name: the Get method of a client-go typed
-// client, such as corev1client.ConfigMapInterface for *corev1.ConfigMap.
-type Getter[T Object] interface {
+// UpdateClient is what [Update] takes: the Get and Update methods of a
+// client-go typed client (corev1client.ConfigMapInterface,
+// appsv1client.DeploymentInterface, ...), already namespaced for a
+// namespaced kind.
+type UpdateClient[T Object] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
-}
-
-// Creator creates an object: the Create method of a client-go typed
-// client.
-type Creator[T Object] interface {
-	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
-}
-
-// Updater replaces an object: the Update method of a client-go typed
-// client.
-type Updater[T Object] interface {
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// StatusUpdater replaces an object's status: the UpdateStatus method of a
-// client-go typed client for a kind with a status subresource.
-type StatusUpdater[T Object] interface {
+// UpdateStatusClient is what [UpdateStatus] takes: the Get and
+// UpdateStatus methods of the client-go typed client of a kind with a
+// status subresource (appsv1client.DeploymentInterface, ...).
+type UpdateStatusClient[T Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// Patcher patches an object: the Patch method of a client-go typed client.
-type Patcher[T Object] interface {
+// EnsureClient is what [Ensure] takes: the Get, Create and Update methods
+// of a client-go typed client.
+type EnsureClient[T Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// PatchClient is what [Patch] takes: the Get and Patch methods of a
+// client-go typed client.
+type PatchClient[T Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
-// UpdateClient is what [Update] takes: a Getter and an Updater, as every
-// client-go typed client is (corev1client.ConfigMapInterface,
-// appsv1client.DeploymentInterface, ...).
-type UpdateClient[T Object] interface {
-	Getter[T]
-	Updater[T]
-}
-
-// UpdateStatusClient is what [UpdateStatus] takes: a Getter and a
-// StatusUpdater, as the client-go typed client of a kind with a status
-// subresource is (appsv1client.DeploymentInterface, ...).
-type UpdateStatusClient[T Object] interface {
-	Getter[T]
-	StatusUpdater[T]
-}
-
-// EnsureClient is what [Ensure] takes: a Getter, a Creator and an Updater,
-// as every client-go typed client is.
-type EnsureClient[T Object] interface {
-	Getter[T]
-	Creator[T]
-	Updater[T]
-}
-
-// PatchClient is what [Patch] takes: a Getter and a Patcher, as every
-// client-go typed client is.
-type PatchClient[T Object] interface {
-	Getter[T]
-	Patcher[T]
+// getter is the Get method every typed form's client has.
+type getter[T Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 }
 
 // Update is [UpdateOnConflict] through a client-go typed client: it reads
@@ -168,7 +145,7 @@ type typed[T Object] struct {
 
 // typedWriter checks the arguments of a typed form, c its client, and
 // returns its writer, reading with c.Get, its write left to set.
-func typedWriter[T Object](c Getter[T], obj T, mutate func(T) error) (typed[T], error) {
+func typedWriter[T Object](c getter[T], obj T, mutate func(T) error) (typed[T], error) {
 	var zero T
 	switch {
 	case c == nil || isNilPointer(c):
