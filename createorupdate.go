@@ -17,9 +17,10 @@ import (
 // was given, and what it did.
 //
 //  1. current names the object. When it has a resourceVersion it is a
-//     stored object (from an informer's lister or controller-runtime's
-//     cached client): the first attempt works on a deep copy of it without
-//     calling get, as [UpdateOnConflict] does. Otherwise it is an object
+//     stored object (from an informer's lister, controller-runtime's
+//     cached client or a previous write): the first attempt works on a
+//     deep copy of it without calling get, by the one rule of every write
+//     loop ([UpdateOnConflict]'s rule 1). Otherwise it is an object
 //     the caller built, with its name (and namespace, for a namespaced
 //     kind) set, and the first attempt calls get. Every later attempt calls
 //     get. Neither current nor any object get returns is ever modified.
@@ -27,19 +28,19 @@ import (
 //     with the fields that a create must not carry cleared
 //     (resourceVersion, uid, creationTimestamp, deletionTimestamp,
 //     deletionGracePeriodSeconds, selfLink, generation and managedFields;
-//     see below),
-//     is changed by mutate and written by create, with no no-op check.
-//     Success returns (create's object, [ResultCreated], nil). AlreadyExists,
-//     another writer having created it meanwhile, is retried, and the next
-//     attempt's get finds it. So is a Conflict: a create carries no
-//     resourceVersion, so its Conflict is never the object's own, but on
-//     an HA control plane (several kube-apiservers on one etcd) the
-//     ResourceQuota admission of each updates the namespace's quota, and a
-//     create that loses that race is refused with a Conflict on the
-//     resourcequotas (kubernetes/kubernetes#67761). The next attempt calls
-//     get. Every create in the namespace writes that quota, a hot object:
-//     in a busy namespace give the loop [HotObjectBackoff]. Any other error of create (a namespace that does not exist,
-//     say) is returned as it is.
+//     see below), is changed by mutate and written by create, with no
+//     no-op check. Success returns (create's object, [ResultCreated],
+//     nil). AlreadyExists, another writer having created it meanwhile, is
+//     retried, and the next attempt's get finds it. So is a Conflict: a
+//     create carries no resourceVersion, so its Conflict is never the
+//     object's own, but on an HA control plane (several kube-apiservers on
+//     one etcd) the ResourceQuota admission of each updates the
+//     namespace's quota, and a create that loses that race is refused with
+//     a Conflict on the resourcequotas (kubernetes/kubernetes#67761). The
+//     next attempt calls get. Every create in the namespace writes that quota, a hot object:
+//     in a busy namespace give the loop [HotObjectBackoff]. Any other
+//     error of create (a namespace that does not exist, say) is returned
+//     as it is.
 //  3. When get returns the object, the attempt updates it by the rules 2-4
 //     of [UpdateOnConflict]: no change returns (the copy, [ResultUnchanged],
 //     nil) and sends nothing; a write returns (update's object,
@@ -64,20 +65,13 @@ import (
 // informer's delete event then triggers the next reconcile, which creates
 // the object.
 //
-// What the create path clears, as the real apiserver (v1.37) showed: it
-// refuses a create that carries a resourceVersion (with a 500, which
-// [IsTransient] cannot tell from a server fault); it replaces uid,
-// creationTimestamp, selfLink and a deletion timestamp with its own, and
-// resets generation for the kinds that track it, but keeps the one sent for
-// others (a ConfigMap). It keeps the managedFields a create sends for every
-// field the new object does not carry, so a stale copy would credit such
-// fields to managers that never wrote the new object, and a later apply of
-// them would conflict with those managers. ownerReferences, finalizers,
-// labels and annotations are kept: they are what the caller wants the
-// object to carry (a copy cached while the object was being deleted brings
-// its finalizers back; mutate sets the ones it wants). The server drops a
-// status sent with a create: a status change needs a status write after
-// it.
+// The create path keeps ownerReferences, finalizers, labels and
+// annotations: they are what the caller wants the object to carry (a copy
+// cached while the object was being deleted brings its finalizers back;
+// mutate sets the ones it wants). The server drops a status sent with a
+// create: a status change needs a status write after it. Why each cleared
+// field is cleared, as a real apiserver answers, is in the repository's
+// docs/writes.md ("Every write").
 func CreateOrUpdate[T Object](ctx context.Context, backoff Backoff, current T,
 	get func(context.Context) (T, error), mutate func(T) error,
 	create func(context.Context, T) (T, error),

@@ -1,41 +1,53 @@
 // Package retry retries Kubernetes API writes: an update that meets a 409
 // Conflict, a request the server throttles with 429 and Retry-After, a call
-// that fails while the apiserver restarts. It mirrors
-// k8s.io/client-go/util/retry, with the same retry counts, waits and
-// returned errors, and adds what that package lacks: contexts, a sleeper
-// that tests can fake, Retry-After, the read-change-write loop itself, and
-// loud errors for a bad configuration.
+// that fails while the apiserver restarts. Its typed forms make a whole
+// write in one call: read, change, write, with the races retried. Under
+// them, it mirrors k8s.io/client-go/util/retry, with the same retry
+// counts, waits and returned errors, and adds what that package lacks:
+// contexts, a sleeper that tests can fake, Retry-After, and loud errors
+// for a bad configuration.
 //
 // # Which loop
 //
-//   - [Update], [UpdateStatus], [Ensure] and [Patch] are the write loops
-//     below for a client-go typed client (cms :=
-//     client.CoreV1().ConfigMaps(ns)): one call, the client, the object and
-//     a mutate function. An object with a resourceVersion (from a cache) is
-//     changed without a read; one the caller built is read first, never
-//     written blind. The closure forms below serve every other client (the
-//     dynamic client, controller-runtime's, your own).
-//   - [UpdateOnConflict] is the read-change-write loop of a controller: it
-//     changes a copy of the cached object, writes it, and on a Conflict reads
-//     the object afresh and tries again. It never modifies the cached object
-//     nor one that get returns, skips a write that changes nothing (numbers
-//     of an unstructured object compared by value), and returns the written
-//     object.
-//   - [CreateOrUpdate] is the same loop for an object that may not exist
-//     yet, the write of every reconciler: it creates the object when get
-//     finds nothing, and retries the races that controller-runtime's
-//     controllerutil.CreateOrUpdate returns to its caller (AlreadyExists
-//     from another writer's create, a Conflict, a NotFound from a delete
-//     in between, and the Conflict an HA control plane's quota admission
-//     gives a create). Its [Result] says what it did.
-//   - [PatchOnConflict] is UpdateOnConflict that sends what mutate changed
-//     as a JSON merge patch locked to the version read, so fields that the
-//     client's Go type does not know are kept.
-//   - [RetryOnConflict] and [RetryOnConflictWithContext] retry a closure of
-//     your own on a Conflict, as client-go's do; the closure must get the
-//     object afresh on every call. A Server-Side Apply conflict
-//     ([IsApplyConflict]) is returned at once: the same apply can never
-//     succeed.
+// For a client-go typed client (cms := client.CoreV1().ConfigMaps(ns)),
+// one call takes the client, the object and a mutate function that
+// changes it:
+//
+//   - [Ensure] makes sure an object exists and looks as mutate wants it,
+//     the write of every reconciler: it reads the object, creates it when
+//     it is missing and updates it otherwise, and retries the races that
+//     controller-runtime's controllerutil.CreateOrUpdate returns to its
+//     caller (AlreadyExists from another writer's create, a Conflict, a
+//     NotFound from a delete in between, and the Conflict an HA control
+//     plane's quota admission gives a create). Its [Result] says what it
+//     did.
+//   - [Update] changes an object that exists and writes it, and on a
+//     Conflict reads it afresh and changes it again; [UpdateStatus] does
+//     the same through the status subresource.
+//   - [Patch] sends what mutate changed as a JSON merge patch locked to the
+//     version read, so fields that the client's Go type does not know are
+//     kept.
+//
+// Each skips a write that changes nothing (numbers of an unstructured
+// object compared by value), never modifies the object it is given nor one
+// it read, and returns the object as the server stored it. Only an object
+// that carries a resourceVersion (from an informer's lister, or the object
+// a previous write returned) is changed without a read; one the caller
+// built is read first, so it is never written blind over the stored one.
+//
+// For any other client (the dynamic client, controller-runtime's, your
+// own) the same loops take closures for the read and the writes:
+// [CreateOrUpdate] is Ensure's loop, [UpdateOnConflict] Update's and
+// [PatchOnConflict] Patch's. For controller-runtime, the module
+// github.com/kuberetry/retry/ctrlretry is controllerutil.CreateOrUpdate and
+// CreateOrPatch with the races retried.
+//
+// Around a call of your own:
+//
+//   - [RetryOnConflict] and [RetryOnConflictWithContext] retry a closure on
+//     a Conflict, as client-go's do; the closure must get the object afresh
+//     on every call. A Server-Side Apply conflict ([IsApplyConflict]) is
+//     returned at once: the same apply can never succeed.
 //   - [OnError] and [OnErrorWithContext] retry on any error a predicate
 //     accepts; [OnErrorValue] does the same for a call that returns a value.
 //     [IsTransient] is the predicate for a call that may meet a restarting

@@ -184,18 +184,27 @@ func ExampleUpdateOnConflict() {
 }
 
 func ExampleObject() {
-	// The zero Object, a nil pointer, as current means "nothing cached":
-	// UpdateOnConflict reads the object with get first.
+	// Only an object that carries a resourceVersion is changed without a
+	// read. The zero Object (a nil pointer) and an object the caller built
+	// (a name, no resourceVersion) are read with get first, so the built
+	// object's Count of 0 is never written over the stored one.
 	ctx := context.Background()
 	api := newCounters("jobs")
-	var current *Counter
-	obj, err := retry.UpdateOnConflict(ctx, retry.DefaultRetry, current,
-		func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") },
-		func(c *Counter) error { c.Count++; return nil },
-		api.Update)
-	fmt.Printf("err: %v, count %d; requests: %d get, %d update\n", err, obj.Count, api.gets, api.updates)
+	get := func(ctx context.Context) (*Counter, error) { return api.Get(ctx, "jobs") }
+	increment := func(c *Counter) error { c.Count++; return nil }
+	write := func(what string, current *Counter) *Counter {
+		api.gets, api.updates = 0, 0
+		obj, err := retry.UpdateOnConflict(ctx, retry.DefaultRetry, current, get, increment, api.Update)
+		fmt.Printf("%s: err %v, count %d; requests: %d get, %d update\n", what, err, obj.Count, api.gets, api.updates)
+		return obj
+	}
+	write("nil", nil)
+	stored := write("built", &Counter{ObjectMeta: metav1.ObjectMeta{Name: "jobs"}})
+	write("stored", stored) // the object the last write returned
 	// Output:
-	// err: <nil>, count 1; requests: 1 get, 1 update
+	// nil: err <nil>, count 1; requests: 1 get, 1 update
+	// built: err <nil>, count 2; requests: 1 get, 1 update
+	// stored: err <nil>, count 3; requests: 0 get, 1 update
 }
 
 func ExampleCreateOrUpdate() {

@@ -51,19 +51,20 @@ type getter[T Object] interface {
 // the object named by obj with c.Get, changes a copy with mutate and writes
 // it with c.Update, again after a Conflict, and returns the object as the
 // server stored it (or, when mutate changed nothing, the copy mutate was
-// given). Every rule of UpdateOnConflict holds, but for the first attempt:
+// given). Every rule of UpdateOnConflict holds, obj in current's place:
 //
 //   - obj with a resourceVersion is a stored object (from an informer's
-//     lister or controller-runtime's cached client): the first attempt
-//     changes a copy of it without a read, so a fresh obj costs one
-//     request.
+//     lister, controller-runtime's cached client or a previous write): the
+//     first attempt changes a copy of it without a read, so a fresh obj
+//     costs one request.
 //   - obj without one is an object the caller built, its name set (and
 //     its namespace, for a namespaced kind): the first attempt reads it
 //     with c.Get, so a built object is never written blind over the stored
 //     one.
 //
-// obj is never modified. Each c.Get and c.Update is given the attempt's
-// context and empty options. c is namespaced already (cms :=
+// Unlike current, obj is required: it names the object. obj is never
+// modified. Each c.Get and c.Update is given the attempt's context and
+// empty options. c is namespaced already (cms :=
 // client.CoreV1().ConfigMaps(ns)); obj's namespace is not passed to it. A
 // nil c, a zero obj or one without a name (or without object metadata), a
 // nil mutate, an invalid backoff or a nil ctx returns an error at once,
