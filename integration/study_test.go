@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/contention"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/contention"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
 // TestHotObjectBackoff holds the backoff that the contention study chose
