@@ -388,8 +388,8 @@ func Summarize(r Result) Summary {
 		lat = append(lat, c.Latency)
 	}
 	slices.Sort(lat)
-	s.P50 = percentile(lat, 50)
-	s.P99 = percentile(lat, 99)
+	s.P50 = Percentile(lat, 50)
+	s.P99 = Percentile(lat, 99)
 	return s
 }
 

@@ -20,9 +20,9 @@ func Median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// percentile returns the nearest-rank p-th percentile of sorted, 0 for
+// Percentile returns the nearest-rank p-th percentile of sorted, 0 for
 // none.
-func percentile(sorted []time.Duration, p int) time.Duration {
+func Percentile(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}

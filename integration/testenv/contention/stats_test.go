@@ -50,8 +50,8 @@ func TestPercentile(t *testing.T) {
 		{ten, 99, 10},
 		{ten, 100, 10},
 	} {
-		if got := percentile(tc.sorted, tc.p); got != tc.want {
-			t.Errorf("percentile(%v, %d) = %v, want %v", tc.sorted, tc.p, got, tc.want)
+		if got := Percentile(tc.sorted, tc.p); got != tc.want {
+			t.Errorf("Percentile(%v, %d) = %v, want %v", tc.sorted, tc.p, got, tc.want)
 		}
 	}
 }

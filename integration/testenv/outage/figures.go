@@ -210,11 +210,11 @@ func (r *Result) Landed() (lostAnswers, succeeded int) {
 	return lostAnswers, succeeded
 }
 
-// Baseline returns the first run in rs without a budget for r's caller
-// and number of workers, or nil.
+// Baseline returns the first run in rs without a budget for r's caller,
+// number of workers and outage length, or nil.
 func Baseline(rs []*Result, r *Result) *Result {
 	for _, b := range rs {
-		if b.Caller == r.Caller && b.Sched.Workers == r.Sched.Workers && b.Policy == NoBudget.Name {
+		if b.Caller == r.Caller && b.Sched.Workers == r.Sched.Workers && b.Sched.Outage == r.Sched.Outage && b.Policy == NoBudget.Name {
 			return b
 		}
 	}
@@ -239,14 +239,13 @@ func (r *Result) Recovered() string {
 	return d.Round(10 * time.Millisecond).String()
 }
 
-// WriteTable writes one line per run: the outage's requests and
-// connections, against the run without a budget of the same caller and
-// workers;
-// when every worker was back; goodput after the outage against before;
-// and what the budget did.
+// WriteTable writes one line per run: the outage's length, its requests
+// and connections against the run without a budget of the same caller,
+// workers and length; when every worker was back; goodput after the
+// outage against before; and what the budget did.
 func WriteTable(w io.Writer, rs []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "caller\tpolicy\trequests in outage\tvs no budget\tconnections\tlast worker back\tgoodput before/s\tafter/s\tafter/before\tretries\trefused\trefused after\theld\tprobes\t")
+	fmt.Fprintln(tw, "outage\tcaller\tpolicy\trequests in outage\tvs no budget\tconnections\tlast worker back\tgoodput before/s\tafter/s\tafter/before\tretries\trefused\trefused after\theld\tprobes\t")
 	for _, r := range rs {
 		before, after := r.Goodput()
 		budget := [5]string{"-", "-", "-", "-", "-"}
@@ -255,8 +254,8 @@ func WriteTable(w io.Writer, rs []*Result) error {
 				budget[i] = strconv.FormatUint(n, 10)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2fx\t%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Caller.Short(), r.Policy, r.OutageRequests(), Ratio(rs, r), r.OutageConnections(), r.Recovered(),
+		fmt.Fprintf(tw, "%v\t%s\t%s\t%d\t%.2fx\t%d\t%s\t%.1f\t%.1f\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Sched.Outage, r.Caller.Short(), r.Policy, r.OutageRequests(), Ratio(rs, r), r.OutageConnections(), r.Recovered(),
 			before, after, r.GoodputRatio(), budget[0], budget[1], budget[2], budget[3], budget[4])
 	}
 	return tw.Flush()

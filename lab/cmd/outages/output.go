@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"slices"
 	"strconv"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -18,7 +20,7 @@ import (
 
 // csvHeader names the columns of outages.csv, one row per run.
 var csvHeader = []string{
-	"caller", "policy", "requests_outage", "vs_no_budget", "connections_outage", "back_ms",
+	"outage_s", "caller", "policy", "requests_outage", "vs_no_budget", "connections_outage", "back_ms",
 	"goodput_before_per_s", "goodput_after_per_s", "goodput_ratio",
 	"calls", "failed_calls", "retries", "refused", "refused_after", "held", "probes",
 }
@@ -49,7 +51,7 @@ func writeCSV(path string, rs []*outage.Result) error {
 			}
 		}
 		row := []string{
-			r.Caller.Short(), r.Policy, strconv.Itoa(r.OutageRequests()),
+			strconv.FormatFloat(r.Sched.Outage.Seconds(), 'f', 1, 64), r.Caller.Short(), r.Policy, strconv.Itoa(r.OutageRequests()),
 			strconv.FormatFloat(outage.Ratio(rs, r), 'f', 3, 64), strconv.FormatInt(r.OutageConnections(), 10), back,
 			strconv.FormatFloat(before, 'f', 2, 64), strconv.FormatFloat(after, 'f', 2, 64), strconv.FormatFloat(r.GoodputRatio(), 'f', 3, 64),
 			strconv.Itoa(len(r.Calls)), strconv.Itoa(failed),
@@ -84,7 +86,7 @@ type panel struct {
 }
 
 var panels = []panel{
-	{"Requests during the 5s outage", "requests on the wire", func(r *outage.Result) (float64, bool) {
+	{"Requests during the outage", "requests on the wire", func(r *outage.Result) (float64, bool) {
 		return float64(r.OutageRequests()), true
 	}},
 	{"Every worker back, after the outage", "seconds", func(r *outage.Result) (float64, bool) {
@@ -97,33 +99,34 @@ var panels = []panel{
 }
 
 // drawPlot draws the three panels side by side, a group of bars per
-// caller, a bar per policy, into one PNG.
+// outage length and caller, a bar per policy, into one PNG.
 func drawPlot(path string, policies []outage.Policy, rs []*outage.Result) error {
 	if len(policies) > len(colours) {
 		return fmt.Errorf("%d policies but colours for %d", len(policies), len(colours))
 	}
-	const width = 15 * vg.Inch
+	const width = 24 * vg.Inch
 	const height = 5.5 * vg.Inch
 	canvas := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(100))
 	dc := draw.New(canvas)
 	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(12), PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
-	barWidth := vg.Points(9)
+	barWidth := vg.Points(5)
 	for i, pn := range panels {
 		p := plot.New()
 		p.Title.Text = pn.title
 		p.Y.Label.Text = pn.ylabel
-		p.X.Label.Text = "caller"
+		p.X.Label.Text = "outage length, caller"
 		p.Add(plotter.NewGrid())
-		names := make([]string, len(outage.Callers))
-		for j, c := range outage.Callers {
-			names[j] = "(" + c.Short() + ")"
+		groups := groupsOf(rs)
+		names := make([]string, len(groups))
+		for j, g := range groups {
+			names[j] = fmt.Sprintf("%.1fs (%s)", g.length.Seconds(), g.caller.Short())
 		}
 		p.NominalX(names...)
 		for k, pol := range policies {
-			vals := make(plotter.Values, len(outage.Callers))
-			for j, c := range outage.Callers {
+			vals := make(plotter.Values, len(groups))
+			for j, g := range groups {
 				for _, r := range rs {
-					if r.Caller == c && r.Policy == pol.Name {
+					if r.Caller == g.caller && r.Sched.Outage == g.length && r.Policy == pol.Name {
 						if v, ok := pn.value(r); ok {
 							vals[j] = v
 						}
@@ -162,4 +165,22 @@ func drawPlot(path string, policies []outage.Policy, rs []*outage.Result) error 
 		return err
 	}
 	return f.Close()
+}
+
+// group is a group of bars: the runs of one outage length and caller.
+type group struct {
+	length time.Duration
+	caller outage.Caller
+}
+
+// groupsOf returns the groups of rs in the order their runs came.
+func groupsOf(rs []*outage.Result) []group {
+	var gs []group
+	for _, r := range rs {
+		g := group{r.Sched.Outage, r.Caller}
+		if !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	return gs
 }
