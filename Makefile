@@ -1,9 +1,11 @@
 # The root module holds the library; integration/ is a second module with
-# everything that needs client-go or a real kube-apiserver.
+# the tests that need client-go or a real kube-apiserver, and lab/ a third
+# with the tools and experiments (demo, study, outages, the side-by-side
+# benchmarks), built on integration's test environment.
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test ctrlretry integration demo study outages cover bench bench-check bench-wait fuzz
+.PHONY: check lint test ctrlretry integration lab demo study outages cover bench bench-check bench-wait fuzz
 
 ## check: everything CI runs: lint, the root module's tests, the ctrlretry
 ## module, the integration tests
@@ -34,25 +36,34 @@ integration:
 	cd integration && $(GO) vet ./...
 	cd integration && $(GO) test -count=1 -timeout 20m ./...
 
+## lab: go vet, staticcheck and the tests of the lab module (the tools'
+## own tests: the demo and the study at a small size on an in-process
+## apiserver, the outages command's output; not part of check)
+lab:
+	cd lab && $(GO) vet ./...
+	cd lab && $(STATICCHECK) ./...
+	cd lab && $(GO) test -count=1 -timeout 20m ./...
+
 ## demo: the contention demo, on an in-process apiserver or the cluster in
 ## KUBECONFIG / --kubeconfig (DEMO_ARGS="--kubeconfig ... --writers 4,16,64")
 demo:
-	cd integration && $(GO) run ./cmd/demo $(DEMO_ARGS)
+	cd lab && $(GO) run ./cmd/demo $(DEMO_ARGS)
 
 ## study: the contention study (writers x retry strategy on one ConfigMap),
 ## written to docs/study.csv and docs/study-*.png (STUDY_ARGS="--out DIR",
 ## "--kubeconfig FILE", "--quick"; about 13 minutes warm on 2 cores)
 study:
-	cd integration && $(GO) run ./cmd/study $(STUDY_ARGS)
+	cd lab && $(GO) run ./cmd/study $(STUDY_ARGS)
 
-## outages: the outage workload side by side with the peers (no
-## budget, Hold 0, gRPC A6 throttling, failsafe-go's budget and adaptive
-## throttler, NewBudget()), for each caller, on an in-process apiserver;
-## prints the table and writes docs/outages.csv and docs/outages.png
-## (OUTAGES_ARGS="--out DIR"; about 1.5 minutes warm; fails when NewBudget()
-## misses its targets)
+## outages: the outages side by side with the peers (no budget, gRPC A6
+## throttling, failsafe-go's budget and adaptive throttler, NewBudget(); and
+## Hold 0 in the full outage) on an in-process apiserver: one API group down,
+## then the whole server down at three lengths for each caller; prints the
+## tables and writes docs/outages-partial.csv, docs/outages.csv and
+## docs/outages.png (OUTAGES_ARGS="--out DIR"; about 2.5 minutes warm; fails
+## when NewBudget() misses its targets)
 outages:
-	cd integration && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
+	cd lab && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
 
 ## cover: test coverage of the root module
 cover:
@@ -60,7 +71,7 @@ cover:
 	$(GO) tool cover -func=coverage.out | tail -n 1
 
 ## bench: the root benchmarks and the side-by-side ones with client-go
-## (integration/bench), BENCH_COUNT interleaved rounds into BENCH_OUT, then
+## (lab/bench), BENCH_COUNT interleaved rounds into BENCH_OUT, then
 ## benchstat: the root table, and client-go (base) against this library
 BENCH_COUNT ?= 10
 BENCH_TIME  ?= 250ms
@@ -68,28 +79,30 @@ BENCH_OUT   ?= bench.txt
 BENCH_SKIP  ?= ^Benchmark(WaitAccuracy|CancelLatency)$$
 BENCHSTAT   ?= $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH_ROOT   = -filter 'pkg:github.com/kuberetry/retry'
-BENCH_SIDE   = -filter 'pkg:github.com/kuberetry/retry/integration/bench' -col '/impl@(clientgo kuberetry)'
+BENCH_SIDE   = -filter 'pkg:github.com/kuberetry/retry/lab/bench' -col '/impl@(clientgo kuberetry)'
 bench:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(GO) test -c -o "$$tmp/root.test" . && \
-	(cd integration/bench && $(GO) test -c -o "$$tmp/side.test" .) && \
+	(cd lab/bench && $(GO) test -c -o "$$tmp/side.test" .) && \
 	: > $(BENCH_OUT) && \
 	for i in $$(seq $(BENCH_COUNT)); do \
 		echo "bench: round $$i of $(BENCH_COUNT)"; \
 		"$$tmp/root.test" -test.run='^$$' -test.bench=. -test.skip='$(BENCH_SKIP)' \
 			-test.benchmem -test.benchtime=$(BENCH_TIME) -test.count=1 >> $(BENCH_OUT) && \
-		(cd integration/bench && "$$tmp/side.test" -test.run='^$$' -test.bench=. \
+		(cd lab/bench && "$$tmp/side.test" -test.run='^$$' -test.bench=. \
 			-test.benchmem -test.benchtime=$(BENCH_TIME) -test.count=1) >> $(BENCH_OUT) || exit 1; \
 	done
 	@$(BENCHSTAT) $(BENCH_ROOT) $(BENCH_OUT)
 	@echo
 	@$(BENCHSTAT) $(BENCH_SIDE) $(BENCH_OUT)
 
-## bench-check: fail unless the performance targets hold in BENCH_OUT (run make bench first)
+## bench-check: the benchmarks' guard on BENCH_OUT (run make bench first, with
+## BENCH_COUNT of at least 4): fail when this library is significantly slower
+## than client-go's or apimachinery's counterpart, or allocates on the success path
 bench-check:
 	@test -s $(BENCH_OUT) || { echo "$(BENCH_OUT) is empty or missing: run make bench first"; exit 1; }
 	@$(BENCHSTAT) -format csv $(BENCH_SIDE) $(BENCH_OUT) 2>/dev/null | \
-		(cd integration && $(GO) run ./bench/benchcheck -raw $(abspath $(BENCH_OUT)) -stat -)
+		(cd lab && $(GO) run ./bench/benchcheck -raw $(abspath $(BENCH_OUT)) -stat -)
 
 ## bench-wait: how far the default sleeper's real waits overshoot, and how soon
 ## a cancel ends a wait (real time, about a minute; not part of make bench)

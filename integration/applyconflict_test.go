@@ -14,8 +14,8 @@ import (
 	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // testApplyConflict has manager B apply a field that manager A owns, with

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/faultproxy"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/faultproxy"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
 // TestClientGoRetriesReset measures, on the wire, what a retry loop

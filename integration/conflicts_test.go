@@ -12,7 +12,7 @@ import (
 	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/contention"
+	"github.com/kuberetry/retry/integration/testenv/contention"
 )
 
 // TestConflicts runs 16 writers that each increment one shared ConfigMap

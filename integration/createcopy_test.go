@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // testCreateFromStoredCopy records what the real apiserver does with each

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/poll"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/poll"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // raceBackoff is the backoff for 16 racing writers: 30 attempts,

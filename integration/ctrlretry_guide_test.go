@@ -19,9 +19,9 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/ctrlretry"
-	"github.com/kuberetry/retry/integration/internal/poll"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/poll"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // The Go blocks of docs/controller-runtime.md, as written there

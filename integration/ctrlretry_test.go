@@ -20,8 +20,8 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/ctrlretry"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // TestCtrlretry runs ctrlretry beside controllerutil on one apiserver: the

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/ha"
-	"github.com/kuberetry/retry/integration/internal/outage"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/ha"
+	"github.com/kuberetry/retry/integration/testenv/outage"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 const (

@@ -17,10 +17,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/faultproxy"
-	"github.com/kuberetry/retry/integration/internal/outage"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/faultproxy"
+	"github.com/kuberetry/retry/integration/testenv/outage"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // informerRun is one controller-runtime manager through an outage: leader

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/outage"
+	"github.com/kuberetry/retry/integration/testenv/outage"
 )
 
 // TestOutageTyped is the outage test with typed clients: 16

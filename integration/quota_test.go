@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/ha"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/ha"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 const (

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // throttled are kube-apiserver flags under which a burst of writes gets

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // etcd is shared by every apiserver in this test binary; TestMain starts it

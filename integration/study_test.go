@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/contention"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/contention"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
 // TestHotObjectBackoff holds the backoff that the contention study chose
@@ -20,16 +20,14 @@ import (
 // RetryOnConflictWithContext), each point 3 times, interleaved:
 //   - HotObjectBackoff gets at least 99% of the updates through in every
 //     repetition;
-//   - at 64 writers its median requests per successful update (counted on
-//     the wire) and its median p99 are both lower than the README's;
-//   - at 16 writers it sends fewer requests too, and its p99, which the
-//     study found higher there (a conflict costs at least 200ms), stays
-//     within 5 times the README's.
+//   - its median requests per successful update (counted on the wire)
+//     are at most 0.7x the README's at 64 writers and 0.8x at 16 (the
+//     study: 0.31x and 0.51x).
 //
-// The bounds are ratios, loose against the study's figures, because the
-// machine is shared: at 16 writers the README's p99 is a few hundred
-// milliseconds, and with the other integration packages running beside
-// it the ratio the study measured at 1.98x reached 3.09x in one CI run.
+// The p99 against the README's (the study: 0.58x at 64 writers, 1.98x at
+// 16) is reported, not asserted: a wall-clock ratio that the other
+// integration packages running beside it on a shared machine move (3.09x
+// in one CI run). make study asserts it (hotTargets in lab/cmd/study).
 func TestHotObjectBackoff(t *testing.T) {
 	s := startServer(t)
 	ns := createNamespace(t, s, "hotobject-")
@@ -84,15 +82,13 @@ func TestHotObjectBackoff(t *testing.T) {
 		}
 		return contention.Median(rs), contention.Median(ps)
 	}
-	type bounds struct{ reqs, p99 float64 }
-	// The study's medians: at 64 writers 0.31x the requests and 0.58x the
-	// p99; at 16, 0.51x and 1.98x.
+	// The study's medians: at 64 writers 0.31x the requests, at 16 0.51x.
 	for _, tc := range []struct {
 		writers int
-		max     bounds
+		maxReqs float64
 	}{
-		{16, bounds{reqs: 0.8, p99: 5}},
-		{64, bounds{reqs: 0.7, p99: 1}}, // lower is the claim
+		{16, 0.8},
+		{64, 0.7},
 	} {
 		for _, s := range sums[point{hot.Name, tc.writers}] {
 			if s.SuccessRate() < 0.99 {
@@ -101,16 +97,12 @@ func TestHotObjectBackoff(t *testing.T) {
 		}
 		hotReqs, hotP99 := medians(point{hot.Name, tc.writers})
 		readmeReqs, readmeP99 := medians(point{"README", tc.writers})
-		t.Logf("%d writers: requests per success %.2f against %.2f (%.2fx), p99 %v against %v (%.2fx)", tc.writers,
-			hotReqs, readmeReqs, hotReqs/readmeReqs, time.Duration(hotP99).Round(time.Millisecond),
+		t.Logf("%d writers: requests per success %.2f against %.2f (%.2fx), p99 %v against %v (%.2fx; reported only, make study asserts it)",
+			tc.writers, hotReqs, readmeReqs, hotReqs/readmeReqs, time.Duration(hotP99).Round(time.Millisecond),
 			time.Duration(readmeP99).Round(time.Millisecond), hotP99/readmeP99)
-		if r := hotReqs / readmeReqs; !(r <= tc.max.reqs) {
+		if r := hotReqs / readmeReqs; !(r <= tc.maxReqs) {
 			t.Errorf("%d writers: median requests per success %.2f is %.2fx the README's %.2f, want at most %.2fx",
-				tc.writers, hotReqs, r, readmeReqs, tc.max.reqs)
-		}
-		if r := hotP99 / readmeP99; !(r <= tc.max.p99) {
-			t.Errorf("%d writers: median p99 %v is %.2fx the README's %v, want at most %.2fx", tc.writers,
-				time.Duration(hotP99), r, time.Duration(readmeP99), tc.max.p99)
+				tc.writers, hotReqs, r, readmeReqs, tc.maxReqs)
 		}
 	}
 	t.Logf("each run:\n%s", b.String())

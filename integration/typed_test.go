@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // client-go's generated typed clients have the method sets the typed

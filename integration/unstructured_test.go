@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}

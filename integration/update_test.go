@@ -14,9 +14,9 @@ import (
 	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/contention"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
-	"github.com/kuberetry/retry/integration/internal/testserver"
+	"github.com/kuberetry/retry/integration/testenv/contention"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/testserver"
 )
 
 // generousUpdate gives every increment of these tests room to get
