@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/integration/internal/reqcount"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
 // The other writer's change and the caller's, in TestBuiltObjectKeepsOtherWriter.
