@@ -51,14 +51,18 @@ func newHeldError(ctx context.Context, s scope) error {
 }
 
 func (e *heldError) Error() string {
+	what := "the budget holds new calls while the server fails"
+	if e.scope.kind != loopsScope {
+		what = e.scope.String() + " " + isAre(e.scope) + " held"
+	}
 	var msg string
 	switch {
-	case e.scope.kind != loopsScope:
-		msg = ErrBudgetExhausted.Error() + ": " + e.scope.String() + " " + isAre(e.scope) + " held; the request waited until " + e.ctxErr.Error()
 	case e.ctxErr == nil:
-		return ErrBudgetExhausted.Error() + ": the budget holds new calls while the server fails, and a call without a context cannot wait"
-	default:
+		return ErrBudgetExhausted.Error() + ": " + what + ", and a call without a context cannot wait"
+	case e.scope.kind == loopsScope:
 		msg = ErrBudgetExhausted.Error() + ": the call waited for the budget's hold, until " + e.ctxErr.Error()
+	default:
+		msg = ErrBudgetExhausted.Error() + ": " + what + "; the request waited until " + e.ctxErr.Error()
 	}
 	if e.cause != nil {
 		msg += " (cause: " + e.cause.Error() + ")"

@@ -49,8 +49,9 @@ func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timi
 		if h.letProbe(now, t.lastID+1, timing) {
 			t.lastID++
 			t.probes++
+			id := t.lastID
 			t.mu.Unlock()
-			return t.lastID, nil
+			return id, nil
 		}
 		if !waited {
 			waited = true
