@@ -83,10 +83,13 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		}
 		var retry, timedOut bool
 		var err error
-		if probe != 0 {
+		switch {
+		case probe != 0:
 			retry, timedOut, err = o.probe(budget, probe, actx, fn, retriable)
-		} else {
-			retry, timedOut, err = o.attempt(actx, fn, retriable)
+		case o.attemptTimeout > 0:
+			retry, timedOut, err = o.timedAttempt(actx, fn, retriable)
+		default:
+			retry, err = fn.call(actx, retriable)
 		}
 		out := answered
 		switch {
@@ -95,7 +98,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			out = failedTransiently
 		case budget != nil || retry && fn.plain == nil:
 			out = judge(err) // for the budget, and the next attempt's mark
-		case retry && errors.Is(err, ErrBudgetExhausted):
+		case retry && refused(err):
 			out = budgetRefused
 		}
 		if budget != nil {
@@ -168,14 +171,10 @@ func attemptContext(ctx context.Context, budget loopBudget, afterTransient bool)
 // deadline ended (context.Cause tells it from the loop's).
 var errAttemptTimeout = errors.New("retry: the attempt's own deadline (WithAttemptTimeout) passed")
 
-// attempt is fn.call, under the attempt's own deadline when
-// [WithAttemptTimeout] set one: an attempt that ran out of its own time
+// timedAttempt is fn.call under the attempt's own deadline, which
+// [WithAttemptTimeout] set: an attempt that ran out of its own time
 // (timedOut) may be followed by another whatever the predicate says.
-func (o *options) attempt(ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
-	if o.attemptTimeout <= 0 {
-		retry, err = fn.call(ctx, retriable)
-		return retry, false, err
-	}
+func (o *options) timedAttempt(ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
 	attemptCtx, cancel := context.WithTimeoutCause(ctx, o.attemptTimeout, errAttemptTimeout)
 	defer cancel() // also when fn panics
 	retry, err = fn.call(attemptCtx, retriable)
@@ -183,8 +182,8 @@ func (o *options) attempt(ctx context.Context, fn attemptFunc, retriable func(er
 	return retry || timedOut, timedOut, err
 }
 
-// probe is attempt made as the budget's probe: if fn panics, the probe's
-// slot is freed as a failed probe's, and the panic goes on.
+// probe makes the attempt as the budget's probe: if fn panics, the
+// probe's slot is freed as a failed probe's, and the panic goes on.
 func (o *options) probe(budget loopBudget, id uint64, ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
 	ended := false
 	defer func() {
@@ -192,7 +191,11 @@ func (o *options) probe(budget loopBudget, id uint64, ctx context.Context, fn at
 			budget.observe(true, id, failedTransiently)
 		}
 	}()
-	retry, timedOut, err = o.attempt(ctx, fn, retriable)
+	if o.attemptTimeout > 0 {
+		retry, timedOut, err = o.timedAttempt(ctx, fn, retriable)
+	} else {
+		retry, err = fn.call(ctx, retriable)
+	}
 	ended = true
 	return retry, timedOut, err
 }
@@ -206,7 +209,7 @@ func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
 	// The attempt's cause is read first: a loop's context that ends passes
 	// its own cause to the attempt's only after it is done itself.
 	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil ||
-		errors.Is(err, ErrBudgetExhausted) {
+		refused(err) {
 		return false
 	}
 	var netErr net.Error
