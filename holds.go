@@ -113,12 +113,13 @@ func (t *holdTable) start(s scope, now time.Time, timing holdTiming) {
 }
 
 // failedOf returns the scope a refused retry's failure belongs to: the
-// server when it failed since its last answer, else the resource scope
-// when the request has one, else the server.
-func (t *holdTable) failedOf(server, resource scope) scope {
+// server when it is held or failed within timing.span (since its last
+// answer), else the resource scope when the request has one, else the
+// server.
+func (t *holdTable) failedOf(server, resource scope, now time.Time, timing holdTiming) scope {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.scopes[server] != nil || resource.kind == noScope {
+	if h := t.scopes[server]; h != nil && (h.on || now.Sub(h.lastFailure) < timing.span) || resource.kind == noScope {
 		return server
 	}
 	return resource

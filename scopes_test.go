@@ -338,3 +338,40 @@ func TestScopesEveryResourceFailing(t *testing.T) {
 	assert.LessOrEqual(t, float64(with), 0.25*float64(without))
 	assert.Positive(t, with, "the probes go")
 }
+
+// TestScopesARefusedRetryHoldsTheScopeThatFailed: a resend that the
+// budget has no retry for starts the hold of the scope its failure
+// counted against: the resource after a 503, the server after a reset.
+func TestScopesARefusedRetryHoldsTheScopeThatFailed(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		reply wireReply
+		held  string // the scope held
+		other string // a URL that goes at once
+	}{
+		"503 with a Retry-After": {wireReply{status: 503, retryAfter: "1"}, "reads of secrets", apiURL},
+		"a reset GET":            {wireReply{err: errReset}, "https://apiserver.example", ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(t0)
+			b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
+			w := &wire{replies: []wireReply{tt.reply}}
+			rt := b.WrapTransport(w)
+			_ = roundTrip(t, rt, http.MethodGet, secretURL)
+			err := roundTrip(t, rt, http.MethodGet, secretURL) // client-go's resend
+			require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+			assert.Contains(t, err.Error(), "the budget refused a retry of "+tt.held+" and did not send it")
+			w.answer(wireReply{status: 200})
+			sent := 1
+			if tt.other != "" {
+				require.NoError(t, roundTrip(t, rt, http.MethodGet, tt.other))
+				sent++
+			}
+			err = waitsThenEnds(t, clk, rt, http.MethodGet, secretURL)
+			assert.Contains(t, err.Error(), ": "+tt.held+" ")
+			assert.Equal(t, sent, w.requests(), "the refused resend and the held request were not sent")
+		})
+	}
+}

@@ -133,8 +133,9 @@ func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, 
 	}
 	failed := resource
 	if b.Hold > 0 {
-		failed = b.holds.failedOf(server, resource)
-		b.holds.start(failed, b.time().holdClock().Now(), b.timing())
+		now, timing := b.time().holdClock().Now(), b.timing()
+		failed = b.holds.failedOf(server, resource, now, timing)
+		b.holds.start(failed, now, timing)
 	} else if failed.kind == noScope {
 		failed = server
 	}
