@@ -1,36 +1,14 @@
 package retry
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"math"
-	"math/bits"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
 )
-
-var (
-	// ErrBudgetExhausted is matched (with errors.Is) by the error of a loop
-	// that a [Budget] refused a retry. That error also wraps the last
-	// attempt's error.
-	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
-	// ErrInvalidBudget is wrapped by the error of [Budget.Validate], and so
-	// by that of a loop given an invalid or nil Budget through [WithBudget].
-	ErrInvalidBudget = errors.New("retry: invalid budget")
-)
-
-// budgetsOnWire is set once any Budget's WrapTransport has been called,
-// and budgetsRefused once any Budget has refused or held anything: until
-// then no transport reads a loop's marks, and no error is a Budget's
-// refusal, so the loops need not look for them.
-var budgetsOnWire, budgetsRefused atomic.Bool
-
-// budgetSlots is the number of sub-windows a Window is counted in.
-const budgetSlots = 10
 
 // Budget bounds the retries of every loop that shares it ([WithBudget]),
 // and of every request through its [Budget.WrapTransport]: while a server
@@ -39,7 +17,7 @@ const budgetSlots = 10
 // multiplying its own load by its Steps. It is the retry budget of
 // Finagle (RetryBudget) and Envoy, and the retry throttling of gRPC. Use
 // one Budget per API server a process talks to; [NewBudget] gives one made
-// for a controller.
+// for a controller, and docs/outages.md says how to use it.
 //
 // Each loop call given the Budget deposits one first attempt when it makes
 // its first attempt, and withdraws one retry before each wait that leads to
@@ -64,10 +42,10 @@ const budgetSlots = 10
 // retries of its own but calls again after each error keeps its load
 // whatever the budget says. Hold bounds those too; see its field.
 //
-// Finagle's defaults are Ratio 0.2, MinPerSecond 10 and Window 10s. The
-// zero Budget is invalid (its Window is 0). A Budget is safe for concurrent
-// use by any number of loops and transports; its fields must not change
-// after its first use, and it must not be copied after its first use.
+// The zero Budget is invalid (its Window is 0). A Budget is safe for
+// concurrent use by any number of loops and transports; its fields must
+// not change after its first use, and it must not be copied after its
+// first use.
 type Budget struct {
 	// Ratio is the number of retries allowed per first attempt made during
 	// the last Window: 0.2 lets retries add at most 20% to the load.
@@ -84,52 +62,73 @@ type Budget struct {
 	// k8s.io/utils/clock.Clock (a FakeClock does), the hold's timers run
 	// on it; otherwise on real time.
 	Clock clock.PassiveClock
-	// Hold, when above 0, makes new calls wait while the server fails, so
-	// that a caller that calls again after an error adds no load either.
-	// A hold starts when the budget refuses a retry that follows a
-	// transient failure ([IsTransient], a 429 or 5xx response, a transport
-	// error; never a Conflict, not even the quota admission's that
-	// IsTransient accepts), or when at least 3 first attempts failed
-	// transiently within 10*Hold with no attempt succeeding since the
-	// first of them. While it lasts, each first attempt the budget sees (a
-	// loop call's first attempt, a request through [Budget.WrapTransport]
-	// that is not a retry) waits without sending until the hold ends or
-	// its context ends (then the error matches both the context's error
-	// and [ErrBudgetExhausted]). The loops whose fn takes no context
+	// Hold, when above 0, makes new calls wait while what they call fails,
+	// so that a caller that calls again after an error adds no load either.
+	// Zero means no hold; below 0 is invalid.
+	//
+	// A hold is kept per scope. A Budget whose WrapTransport was never
+	// called has one scope, every loop given it. Once WrapTransport has
+	// been called the Budget holds on the wire only, where each request
+	// has two scopes: its server (the URL's scheme and host) and, for a
+	// path of the Kubernetes API, its resource (the API group, the
+	// resource, a subresource counting as its resource, a group's
+	// discovery as the group alone; and the verb class: GET and HEAD read,
+	// the other methods write). A request that got no HTTP response, and
+	// a 429, count against the server; a 5xx other than 501 against the
+	// resource, or the server when the path names none. A loop given
+	// [WithBudget] for a Budget on the wire then charges its first attempt
+	// and retries but holds nothing itself: its requests are held on the
+	// wire.
+	//
+	// A scope's hold starts when the budget refuses a retry that follows
+	// a transient failure of that scope ([IsTransient], a 429 or 5xx
+	// response, a transport error; never a Conflict, not even the quota
+	// admission's that IsTransient accepts), unless the retry was a loop's
+	// on a Budget on the wire; or when at least 3 first attempts of the
+	// scope failed transiently within 10*Hold with no success since the
+	// first of them. While it lasts, each first attempt of the scope (a
+	// loop call's first attempt, a request through WrapTransport that is
+	// not a retry) waits without sending until the hold ends or its
+	// context ends (then the error matches both the context's error and
+	// [ErrBudgetExhausted]). A request whose server and resource are both
+	// held waits for the server first. The loops whose fn takes no context
 	// ([OnError], [RetryOnConflict], [OnRetryAfterError]) have nothing to
 	// bound a wait with: their first attempt is refused at once during a
-	// hold, with an error matching ErrBudgetExhausted.
+	// hold, with an error matching ErrBudgetExhausted. On the wire a held
+	// scope refuses its retries at once (client-go's resends, a loop's
+	// later attempts after a transient failure); a loop's retries on a
+	// Budget not on the wire are never held, the bound above limits them.
+	// The error of a hold or a refusal on the wire names the scope: "writes
+	// of deployments.apps", "reads of configmaps", a group's discovery as
+	// the group, a server as https://HOST:PORT.
 	//
-	// One probe at a time goes through meanwhile: the first Hold after
-	// the hold started, each next one an interval after the previous one
-	// went, the interval starting at Hold and doubling after each failed
-	// probe up to 10*Hold or 1s, whichever is less (never below Hold). A
-	// probe fails when it fails transiently, when it has no answer within
-	// the interval (then the next may go), or when it panics (the panic
-	// goes on; the slot is freed). A probe that its context or a Budget
-	// ended says nothing about the server: it frees the slot, and the
-	// interval stays. Any attempt that succeeds (one that the server
-	// answered other than with a transient failure; on the wire, a
-	// response neither 429 nor 5xx), a probe or one already in flight,
-	// ends the hold and lets every waiting call go. Retries are never
-	// held: the bound above limits them as before. Zero means no hold, the
-	// budget of the third revision; below 0 is invalid.
+	// One probe at a time per scope goes through meanwhile: the first Hold
+	// after the hold started, each next one an interval after the previous
+	// one went, the interval starting at Hold and doubling after each
+	// failed probe up to 10*Hold or 1s, whichever is less (never below
+	// Hold). A probe fails when it fails transiently, when it has no answer
+	// within the interval (then the next may go), or when it panics (the
+	// panic goes on; the slot is freed). A probe that its context or a
+	// Budget ended says nothing: it frees the slot, and the interval stays.
+	// What ends a hold and lets every waiting call go: any attempt of a
+	// Budget not on the wire that succeeds (that was answered other than
+	// with a transient failure); on the wire, a response other than 429
+	// ends its server's hold (but a 5xx does not when the path names no
+	// resource), and a response neither 429 nor 5xx ends its resource's.
+	//
+	// A Budget keeps at most 512 scopes: a scope is kept from its first
+	// failure to its next success; when the table is full, the scopes
+	// neither held nor failed within 10*Hold are forgotten, and then the
+	// one whose last failure is the oldest, its hold ended.
 	Hold time.Duration
 
-	mu         sync.Mutex
-	started    bool
-	base       time.Time // the first reading; sub-windows are counted from it
-	latest     time.Time // the latest reading
-	cur        uint64    // the sub-window of the latest reading
-	firsts     [budgetSlots + 1]int64
-	retries    [budgetSlots + 1]int64
-	firstTotal int64 // first attempts in the newest budgetSlots sub-windows
-	retryTotal int64 // retries in all budgetSlots+1 sub-windows
-	stats      BudgetStats
-	hold       holdState                   // under mu; see hold.go
-	holding    atomic.Bool                 // hold.on, read without the lock
-	failing    atomic.Bool                 // hold.failures > 0, read without the lock
-	resends    atomic.Pointer[resendTable] // set by WrapTransport; see transport.go
+	window retryWindow
+	holds  holdTable
+	// wire is set once, by the first WrapTransport, and never changes:
+	// from then on the Budget holds on the wire only. It is read without a
+	// lock by every loop's first attempt (a success path), which a lock of
+	// its own would cost on every call; it mirrors no locked field.
+	wire atomic.Pointer[resendTable]
 }
 
 // BudgetStats counts what a [Budget] did since its first use: each field
@@ -145,31 +144,9 @@ type BudgetStats struct {
 }
 
 // NewBudget returns a Budget for a controller talking to one API server:
-// Ratio 0.1, MinPerSecond 3, Window 1s and Hold 100ms, chosen from outage
-// runs of 16 workers of one controller writing through typed clients
-// across 5s of reset connections (integration/cmd/outages).
-//
-// A controller on a healthy server retries little (a Conflict now and
-// then): a tenth of its calls as retries, and three a second whatever its
-// rate (a lone call's Conflicts), is room enough. Conflicts are retries
-// too: writers that contend for one hot object want a Budget of their own
-// with a higher Ratio, or none. Finagle's 0.2, 10/s and 10s suit RPC
-// servers: its floor alone grants 100 retries a Window, more than a
-// controller's whole load through a 5s outage. A Window of 1s keeps the
-// retries granted when an outage begins to a tenth of the last second's
-// calls. It also makes client-go's own resends, which come 1s or more
-// after the failure (after a reset GET, or a Retry-After of 1s or more),
-// first attempts for [Budget.WrapTransport]: during a hold they wait
-// instead of being sent (a resend after a Retry-After of 0 is still a
-// retry).
-//
-// Hold 100ms sends probes 100ms after the hold starts, then 200ms, 400ms
-// and 800ms after the previous one, then every 1s: a server that is back
-// is found within a second, with 7 probes in a 5s outage. Hold 25ms, or a
-// Window of 3s, sent more requests during those outages without bringing
-// the callers back sooner (client-go's own 1s wait after a reset GET sets
-// that). A false hold (an HTTP/2 connection that drops fails every request
-// on it at once) delays new calls by about 100ms.
+// Ratio 0.1, MinPerSecond 3, Window 1s and Hold 100ms. Put it on the
+// controller's rest.Config (cfg.Wrap(budget.WrapTransport)); see
+// docs/outages.md for how these values were chosen and measured.
 func NewBudget() *Budget {
 	return &Budget{Ratio: 0.1, MinPerSecond: 3, Window: time.Second, Hold: 100 * time.Millisecond}
 }
@@ -180,9 +157,12 @@ func (b *Budget) Stats() BudgetStats {
 	if b == nil {
 		return BudgetStats{}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.stats
+	var s BudgetStats
+	var refused uint64
+	s.FirstAttempts, s.Retries, s.Refused = b.window.counts()
+	s.Held, s.Probes, refused = b.holds.counts()
+	s.Refused += refused
+	return s
 }
 
 // Validate returns nil, or an error wrapping [ErrInvalidBudget] that names
@@ -212,130 +192,84 @@ func (b *Budget) Validate() error {
 	return fmt.Errorf("%w: %s", ErrInvalidBudget, strings.Join(bad, "; "))
 }
 
-// deposit counts one first attempt.
-func (b *Budget) deposit() {
-	now := b.now() // outside the lock: reading a clock can cost more than the rest
-	b.mu.Lock()
-	b.depositLocked(now)
-	b.mu.Unlock()
+// loopBudget is what a loop knows of the Budget given to it with
+// [WithBudget]; *Budget is the one implementation.
+type loopBudget interface {
+	// admit charges the loop's first attempt. On a Budget not on the wire
+	// it may wait during a hold until ctx ends (a loop that cannot wait is
+	// refused at once instead), or let the attempt go as the probe, whose
+	// id it returns.
+	admit(ctx context.Context, canWait bool) (probe uint64, err error)
+	// withdraw charges a retry; false when the budget refuses it.
+	// afterTransient tells a retry that follows a transient failure.
+	withdraw(afterTransient bool) bool
+	// observe takes the outcome of an attempt: the first (first), the
+	// probe (probe > 0), or a retry.
+	observe(first bool, probe uint64, out outcome)
+	// onWire reports whether the budget charges requests on the wire, so
+	// that the loop marks its attempts' contexts for WrapTransport.
+	onWire() bool
 }
 
-func (b *Budget) depositLocked(now time.Time) {
-	slot := b.advance(now)
-	b.firsts[slot]++
-	b.firstTotal++
-	b.stats.FirstAttempts++
-}
-
-// withdraw counts one retry and reports true, or reports false, counting
-// nothing, when the retry would exceed the bound. A refusal of a retry
-// that follows a transient failure (afterTransient) starts a hold.
-func (b *Budget) withdraw(afterTransient bool) bool {
-	now := b.now()
-	b.mu.Lock()
-	slot := b.advance(now)
-	allowed := math.Floor(b.MinPerSecond*b.Window.Seconds() + b.Ratio*float64(b.firstTotal))
-	if float64(b.retryTotal+1) > allowed {
-		if !budgetsRefused.Load() {
-			budgetsRefused.Store(true)
+func (b *Budget) admit(ctx context.Context, canWait bool) (uint64, error) {
+	var probe uint64
+	if b.Hold > 0 && !b.onWire() {
+		var err error
+		if probe, err = b.holds.admit(ctx, canWait, b.time(), b.timing(), scope{kind: loopsScope}, scope{}); err != nil {
+			return 0, err
 		}
-		b.stats.Refused++
-		b.mu.Unlock()
-		if afterTransient && b.Hold > 0 {
-			b.startHold()
-		}
-		return false
 	}
-	b.retries[slot]++
-	b.retryTotal++
-	b.stats.Retries++
-	b.mu.Unlock()
-	return true
+	b.window.deposit(b.now(), b.limits())
+	return probe, nil
 }
 
-func (b *Budget) now() time.Time {
-	if b.Clock == nil {
+func (b *Budget) withdraw(afterTransient bool) bool {
+	if b.window.withdraw(b.now(), b.limits()) {
+		return true
+	}
+	if afterTransient && b.Hold > 0 && !b.onWire() {
+		b.holds.start(scope{kind: loopsScope}, b.time().holdClock().Now(), b.timing())
+	}
+	return false
+}
+
+func (b *Budget) observe(first bool, probe uint64, out outcome) {
+	// A probe's slot is freed even when WrapTransport was called since.
+	if b.Hold > 0 && (probe != 0 || !b.onWire()) {
+		b.holds.observe(first, probe, b.time(), b.timing(), observation{scope{kind: loopsScope}, out})
+	}
+}
+
+func (b *Budget) onWire() bool { return b.wire.Load() != nil }
+
+func (b *Budget) limits() windowLimits {
+	return windowLimits{window: b.Window, ratio: b.Ratio, floor: b.MinPerSecond * b.Window.Seconds()}
+}
+
+func (b *Budget) timing() holdTiming { return newHoldTiming(b.Hold) }
+
+func (b *Budget) now() time.Time { return b.time().now() }
+
+func (b *Budget) time() timeSource { return timeSource{b.Clock} }
+
+// timeSource is a Budget's one source of time: its Clock, or real time
+// when nil. The hold reads the time and runs its timers on the Clock when
+// the Clock can make timers; on real time otherwise, as a Clock that only
+// reads the time cannot wake a waiting call.
+type timeSource struct{ clock clock.PassiveClock }
+
+// now is the retry window's time.
+func (ts timeSource) now() time.Time {
+	if ts.clock == nil {
 		return time.Now()
 	}
-	return b.Clock.Now()
+	return ts.clock.Now()
 }
 
-// advance moves the current sub-window forward to now,
-// dropping what no longer counts, and returns the current sub-window's
-// slot. Sub-window k spans [k, k+1) * Window/budgetSlots from the first
-// reading. A first attempt counts while it is in one of the newest
-// budgetSlots sub-windows (so it stops counting within Window/budgetSlots
-// before its time is up), a retry while it is in one of the newest
-// budgetSlots+1 (so it stops within Window/budgetSlots after).
-func (b *Budget) advance(now time.Time) int {
-	if !b.started {
-		b.started, b.base, b.latest = true, now, now
+// holdClock is the hold's time.
+func (ts timeSource) holdClock() clock.Clock {
+	if c, ok := ts.clock.(clock.Clock); ok {
+		return c
 	}
-	var k uint64
-	if elapsed := now.Sub(b.base); elapsed > 0 {
-		// floor(elapsed*budgetSlots/Window) without overflow.
-		hi, lo := bits.Mul64(uint64(elapsed), budgetSlots)
-		if elapsed == maxDuration || hi >= uint64(b.Window) {
-			// now.Sub saturated (now is over 292 years after base), or the
-			// quotient does not fit in 64 bits (a Window of a few ns, now
-			// decades after base): number the sub-windows afresh from now.
-			b.restart(now)
-			return 0
-		}
-		k, _ = bits.Div64(hi, lo, uint64(b.Window))
-	}
-	if now.After(b.latest) {
-		b.latest = now
-	}
-	const n = budgetSlots + 1
-	switch {
-	case k <= b.cur: // the same sub-window, or a clock that went back
-	case k-b.cur >= n:
-		b.firsts, b.retries = [n]int64{}, [n]int64{}
-		b.firstTotal, b.retryTotal = 0, 0
-		b.cur = k
-	default:
-		for b.cur < k {
-			b.cur++
-			// Sub-window cur-budgetSlots leaves the first attempts' count;
-			// cur takes the slot of cur-n, which leaves the retries'.
-			b.firstTotal -= b.firsts[(b.cur+1)%n]
-			slot := b.cur % n
-			b.retryTotal -= b.retries[slot]
-			b.firsts[slot], b.retries[slot] = 0, 0
-		}
-	}
-	return int(b.cur % n)
-}
-
-// restart makes now the start of sub-window 0, for a now too far from
-// base to number its sub-window. First attempts are dropped, which only
-// lowers what is granted. Retries are dropped when the latest reading is
-// at least 1.1 Windows before now, so that none still counts; otherwise
-// they are kept in now's sub-window, which counts them late, never early.
-func (b *Budget) restart(now time.Time) {
-	keep := b.retryTotal
-	// gap >= Window + ceil(Window/10), written so that nothing overflows.
-	if gap := now.Sub(b.latest); gap >= b.Window && gap-b.Window > (b.Window-1)/budgetSlots {
-		keep = 0
-	}
-	const n = budgetSlots + 1
-	b.firsts, b.retries = [n]int64{}, [n]int64{}
-	b.firstTotal, b.retryTotal = 0, keep
-	b.retries[0] = keep
-	b.base, b.latest, b.cur = now, now, 0
-}
-
-// budgetError is returned when a Budget refuses a retry.
-type budgetError struct {
-	attempts int
-	last     error
-}
-
-func (e *budgetError) Error() string {
-	return ErrBudgetExhausted.Error() + afterAttempts(e.attempts, e.last)
-}
-
-func (e *budgetError) Unwrap() []error {
-	return []error{ErrBudgetExhausted, e.last}
+	return clock.RealClock{}
 }

@@ -100,19 +100,20 @@
 //
 // Each loop bounds its own retries, but when the apiserver fails every loop
 // of every controller retries at once, and the retries multiply the load on
-// a server that is already struggling. A [Budget] shared by the loops that
-// talk to one server ([WithBudget]) bounds their retries together: at most
-// Ratio retries per first attempt over the last Window, plus a floor of
-// MinPerSecond, as gRPC's retry throttling and Finagle's and Envoy's retry
-// budgets do. A refused loop returns [ErrBudgetExhausted] at once; a
-// reconciler returns it and lets its workqueue requeue the key with its own
-// per-item backoff. A retry budget alone bounds retries, never new calls:
-// with [Budget].Hold set ([NewBudget] sets it), once the server fails new
-// calls wait, without sending, while one probe at a time finds out whether
-// it is back. And given to a rest.Config (cfg.Wrap(budget.WrapTransport),
-// see [Budget.WrapTransport]) a Budget charges every request of the
-// process, client-go's own resends included, not only this package's
-// loops; Leases (leader election) are never refused nor held.
+// a server that is already struggling. A controller gives its rest.Config
+// one [NewBudget] (cfg.Wrap(budget.WrapTransport), see
+// [Budget.WrapTransport]): every request of the process then counts,
+// client-go's own resends included. Its retries stay within Ratio per first
+// attempt over the last Window, plus a floor of MinPerSecond, as gRPC's
+// retry throttling and Finagle's and Envoy's retry budgets do. And while a
+// server, or one resource of it (an aggregated API, the writes a webhook
+// fails), fails, new requests to it wait without sending, one probe at a
+// time finds out whether it is back, and its retries are refused: the rest
+// of the API goes on ([Budget].Hold). Leases (leader election) are never
+// refused nor held. A refused or held call returns [ErrBudgetExhausted]; a
+// reconciler returns it and lets its workqueue requeue the key. Loops need
+// no [WithBudget] then; given one, a loop learns of a refusal before its
+// wait. A Budget given only to loops bounds those loops together.
 //
 // [WithOnRetry] reports each wait and [WithOnDone] each call's end, with its
 // attempts, its error and whether it ran out of attempts: together they

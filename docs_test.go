@@ -1,7 +1,9 @@
 package retry_test
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -42,5 +44,31 @@ func TestGuideFakeClock(t *testing.T) {
 	waits := retry.DefaultBackoff.Duration * time.Duration(1+retry.DefaultBackoff.Factor)
 	if start := clk.Now().Add(-waits); start.Before(before) || start.After(after) {
 		t.Errorf("the fake clock moved %v, want %v (10ms and 50ms)", clk.Now().Sub(before), waits)
+	}
+}
+
+// restConfig stands in for client-go's rest.Config, which the library's
+// tests do not import: its Wrap wraps the transport as rest.Config's does.
+type restConfig struct{ transport http.RoundTripper }
+
+func (c *restConfig) Wrap(fn func(http.RoundTripper) http.RoundTripper) {
+	c.transport = fn(c.transport)
+}
+
+// TestGuideBudgetOnTheWire runs docs/outages.md's first snippet: every
+// request through the wrapped transport is charged to the budget.
+func TestGuideBudgetOnTheWire(t *testing.T) {
+	t.Parallel()
+	cfg := &restConfig{transport: &wire{}}
+	budget := retry.NewBudget()
+	cfg.Wrap(budget.WrapTransport)
+
+	resp, err := cfg.transport.RoundTrip(request(t, context.Background(), http.MethodGet, apiURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := budget.Stats(); got != (retry.BudgetStats{FirstAttempts: 1}) {
+		t.Errorf("stats %+v after one request, want one first attempt", got)
 	}
 }

@@ -19,27 +19,6 @@ type attemptFunc struct {
 	write   func(context.Context) (retry bool, err error)
 }
 
-// loopContext is the loop's ctx with its Done channel read once. A nil
-// channel means ctx can never be done (the plain loops have no ctx at all,
-// and context.Background is never done), so every check is skipped.
-type loopContext struct {
-	ctx  context.Context // nil for the plain loops, or when the caller passed nil
-	done <-chan struct{}
-}
-
-func newLoopContext(ctx context.Context) loopContext {
-	if ctx == nil {
-		return loopContext{}
-	}
-	return loopContext{ctx: ctx, done: ctx.Done()}
-}
-
-// ended reports whether ctx is done; a ctx that can never be done is not
-// asked.
-func (c loopContext) ended() bool {
-	return c.done != nil && c.ctx.Err() != nil
-}
-
 // call makes one attempt and reports whether its error may pass on
 // another attempt.
 func (f attemptFunc) call(ctx context.Context, retriable func(error) bool) (retry bool, err error) {
@@ -54,70 +33,16 @@ func (f attemptFunc) call(ctx context.Context, retriable func(error) bool) (retr
 	return err != nil && retriable(err), err
 }
 
-// prepare readies an attempt of a loop that has a Budget or a context:
-// the Budget admits the first attempt (it may wait during a hold, or go
-// as the probe), and ctx becomes the attempt's context.
-func (o *options) prepare(c loopContext, attempt int, afterTransient bool) (probe uint64, ctx context.Context, err error) {
-	if attempt == 1 && o.budget != nil {
-		if probe, err = o.budget.admit(c.ctx, c.done); err != nil {
-			return 0, nil, err
-		}
-	}
-	if c.ctx != nil {
-		ctx = o.attemptContext(c.ctx, afterTransient)
-	}
-	return probe, ctx, nil
-}
-
-// outcome is what an attempt's error err says, as far as the loop needs
-// it, and the Budget observes it. A Budget observes every attempt; a
-// context loop marks the next attempt's context after a transient
-// failure, for the transports of Budgets on the wire; any loop returns at
-// once an error a Budget refused, which cannot exist before some Budget
-// refused something. So a process that uses no Budget pays nothing for
-// them on a failed attempt.
-func (o *options) outcome(c loopContext, attempt int, probe uint64, err error, retry, timedOut bool) outcome {
-	out := answered
-	switch {
-	case err == nil || !retry && o.budget == nil:
-	case timedOut: // an attempt that ran out of its own time failed transiently
-		out = failedTransiently
-	case o.budget != nil || c.ctx != nil && budgetsOnWire.Load():
-		out = judge(err)
-	case budgetsRefused.Load() && inTree(err, ErrBudgetExhausted):
-		out = budgetRefused
-	}
-	if o.budget != nil {
-		o.budget.observe(attempt == 1, probe, out)
-	}
-	return out
-}
-
-// attemptContext is the context an attempt's fn gets: the loop's ctx,
-// marked for [Budget.WrapTransport] when the loop charges a Budget on the
-// wire itself (its transport then charges nothing for the attempt's
-// requests) or when the previous attempt failed transiently (a transport
-// then charges its requests as retries). Unmarked, it costs nothing.
-func (o *options) attemptContext(ctx context.Context, afterTransient bool) context.Context {
-	var own *Budget
-	if o.budget != nil && o.budget.resends.Load() != nil {
-		own = o.budget
-	}
-	if own == nil && !afterTransient {
-		return ctx
-	}
-	return markAttempt(ctx, own, afterTransient)
-}
-
-// run is the one loop behind every exported loop. retriable judges fn's
-// errors (nil for a write attempt, which judges its own). retryAfter is the loop's
-// default server-delay source (nil for none), which [WithRetryAfter]
-// replaces.
-func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter func(error) (time.Duration, bool), opts []Option) error {
+// run is the one loop behind every exported loop. ctx is
+// context.Background() for the loops whose fn takes none (fn.plain), whose
+// first attempt a hold cannot keep waiting. retriable judges fn's errors (nil for a write
+// attempt, which judges its own). retryAfter is the loop's default
+// server-delay source (nil for none), which [WithRetryAfter] replaces.
+func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter func(error) (time.Duration, bool), opts []Option) error {
 	switch {
 	case fn.plain == nil && fn.withCtx == nil && fn.write == nil:
 		return errNilFn
-	case fn.plain == nil && c.ctx == nil:
+	case fn.plain == nil && ctx == nil:
 		return errNilContext
 	case retriable == nil && fn.write == nil:
 		return errNilRetriable
@@ -132,41 +57,52 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 			return err
 		}
 	}
+	var budget loopBudget
+	if o.budget != nil {
+		budget = o.budget
+	}
+	done := ctx.Done() // nil: ctx is never done, and has no deadline
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
 	afterTransient := false // the previous attempt failed transiently
 	for attempt := 1; ; attempt++ {
-		if c.ended() {
-			return o.done(attempt-1, newContextError(c.ctx, attempt-1, lastErr), false)
+		if done != nil && ctx.Err() != nil {
+			return o.done(attempt-1, newContextError(ctx, attempt-1, lastErr), false)
 		}
-		ctx := c.ctx
 		var probe uint64 // the first attempt's, when a hold lets it go as the probe
-		if o.budget != nil || ctx != nil {
+		if attempt == 1 && budget != nil {
 			var err error
-			if probe, ctx, err = o.prepare(c, attempt, afterTransient); err != nil {
+			if probe, err = budget.admit(ctx, fn.plain == nil); err != nil {
 				return o.done(0, err, false)
 			}
 		}
-		var err error
+		actx := ctx
+		if fn.plain == nil {
+			actx = attemptContext(ctx, budget, afterTransient)
+		}
 		var retry, timedOut bool
-		switch { // fn.call written out: the call costs the hot path
+		var err error
+		switch {
 		case probe != 0:
-			retry, timedOut, err = o.budget.probeAttempt(probe, &o, fn, ctx, retriable)
+			retry, timedOut, err = o.probe(budget, probe, actx, fn, retriable)
 		case o.attemptTimeout > 0:
-			retry, timedOut, err = o.attempt(ctx, fn, retriable)
-		case fn.plain != nil:
-			err = fn.plain()
-			retry = err != nil && retriable(err)
-		case fn.withCtx != nil:
-			err = fn.withCtx(ctx)
-			retry = err != nil && retriable(err)
+			retry, timedOut, err = o.timedAttempt(actx, fn, retriable)
 		default:
-			retry, err = fn.write(ctx)
+			retry, err = fn.call(actx, retriable)
 		}
 		out := answered
-		if o.budget != nil || err != nil && (ctx != nil || budgetsRefused.Load()) {
-			out = o.outcome(c, attempt, probe, err, retry, timedOut)
+		switch {
+		case err == nil:
+		case timedOut: // an attempt that ran out of its own time failed transiently
+			out = failedTransiently
+		case budget != nil || retry && fn.plain == nil:
+			out = judge(err) // for the budget, and the next attempt's mark
+		case retry && refused(err):
+			out = budgetRefused
+		}
+		if budget != nil {
+			budget.observe(attempt == 1, probe, out)
 		}
 		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)
@@ -193,44 +129,75 @@ func run(c loopContext, b Backoff, retriable func(error) bool, fn attemptFunc, r
 			d = min(d, o.maxDelay)
 		}
 
-		if c.done != nil {
-			if cerr := o.contextEnds(c.ctx, attempt, err, d); cerr != nil {
+		if done != nil {
+			if cerr := o.contextEnds(ctx, attempt, err, d); cerr != nil {
 				return o.done(attempt, cerr, false)
 			}
 		}
-		if !final && o.budget != nil && !o.budget.withdraw(afterTransient) {
+		if !final && budget != nil && !budget.withdraw(afterTransient) {
 			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
 		}
 		if o.onRetry != nil {
 			o.onRetry(RetryEvent{Attempt: attempt, Err: err, Delay: d, RetryAfter: serverDelay, Final: final})
 		}
-		o.sleep(c.done, d)
+		o.sleep(done, d)
 		if final {
-			if c.ended() {
-				return o.done(attempt, newContextError(c.ctx, attempt, err), false)
+			if done != nil && ctx.Err() != nil {
+				return o.done(attempt, newContextError(ctx, attempt, err), false)
 			}
 			return o.done(attempt, err, true)
 		}
 	}
 }
 
+// attemptContext is the context an attempt's fn gets: the loop's ctx,
+// marked for [Budget.WrapTransport] when the loop charges a Budget on the
+// wire itself (its transport then deposits and withdraws nothing for the
+// attempt's requests) or when the previous attempt failed transiently (a
+// transport then charges its requests as retries). Unmarked, it costs
+// nothing.
+func attemptContext(ctx context.Context, budget loopBudget, afterTransient bool) context.Context {
+	own := budget
+	if own != nil && !own.onWire() {
+		own = nil
+	}
+	if own == nil && !afterTransient {
+		return ctx
+	}
+	return markAttempt(ctx, own, afterTransient)
+}
+
 // errAttemptTimeout is the cause of an attempt's context that its own
 // deadline ended (context.Cause tells it from the loop's).
 var errAttemptTimeout = errors.New("retry: the attempt's own deadline (WithAttemptTimeout) passed")
 
-// attempt is fn.call, under the attempt's own deadline when
-// [WithAttemptTimeout] set one: an attempt that ran out of its own time
+// timedAttempt is fn.call under the attempt's own deadline, which
+// [WithAttemptTimeout] set: an attempt that ran out of its own time
 // (timedOut) may be followed by another whatever the predicate says.
-func (o *options) attempt(ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
-	if o.attemptTimeout <= 0 {
-		retry, err = fn.call(ctx, retriable)
-		return retry, false, err
-	}
+func (o *options) timedAttempt(ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
 	attemptCtx, cancel := context.WithTimeoutCause(ctx, o.attemptTimeout, errAttemptTimeout)
 	defer cancel() // also when fn panics
 	retry, err = fn.call(attemptCtx, retriable)
 	timedOut = attemptTimedOut(ctx, attemptCtx, err)
 	return retry || timedOut, timedOut, err
+}
+
+// probe makes the attempt as the budget's probe: if fn panics, the
+// probe's slot is freed as a failed probe's, and the panic goes on.
+func (o *options) probe(budget loopBudget, id uint64, ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
+	ended := false
+	defer func() {
+		if !ended {
+			budget.observe(true, id, failedTransiently)
+		}
+	}()
+	if o.attemptTimeout > 0 {
+		retry, timedOut, err = o.timedAttempt(ctx, fn, retriable)
+	} else {
+		retry, err = fn.call(ctx, retriable)
+	}
+	ended = true
+	return retry, timedOut, err
 }
 
 // attemptTimedOut reports whether an attempt that failed with err ran out
@@ -242,7 +209,7 @@ func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
 	// The attempt's cause is read first: a loop's context that ends passes
 	// its own cause to the attempt's only after it is done itself.
 	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil ||
-		inTree(err, ErrBudgetExhausted) {
+		refused(err) {
 		return false
 	}
 	var netErr net.Error
@@ -252,8 +219,7 @@ func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
 // contextEnds returns the error that ends the loop instead of a wait of d
 // after attempt failed with last: ctx's own when ctx is done, or, for the
 // default sleeper, one matching DeadlineExceeded when the wait would end
-// after ctx's deadline, since the loop would then fail anyway. It is kept
-// apart from run so that the plain loops pay nothing for it.
+// after ctx's deadline, since the loop would then fail anyway.
 func (o *options) contextEnds(ctx context.Context, attempt int, last error, d time.Duration) error {
 	if ctx.Err() != nil {
 		return newContextError(ctx, attempt, last)

@@ -138,8 +138,12 @@ func WithFullJitter() Option {
 // to it. When b has no retry left, the loop returns at once, without
 // waiting and without calling [WithOnRetry]'s f, an error that matches
 // [ErrBudgetExhausted] and wraps the last attempt's error (errors.Is both).
-// A nil or invalid b makes the loop return an error at once, calling
-// nothing; see [Budget.Validate].
+// With a Hold, b holds the loop's first attempt during a hold of its
+// loops (see [Budget].Hold); once b's WrapTransport has been called, the
+// loop charges its attempts but holds nothing itself, and its requests are
+// held and refused per scope on the wire, where the transport charges them
+// nothing more. A nil or invalid b makes the loop return an error at once,
+// calling nothing; see [Budget.Validate].
 func WithBudget(b *Budget) Option {
 	return Option{kind: optBudget, budget: b}
 }

@@ -57,7 +57,7 @@ var DefaultRetryAfterBackoff = Backoff{Steps: 11, Duration: time.Second, Factor:
 // or retriable reaches the caller unchanged. OnError starts no goroutine and
 // is safe for concurrent use.
 func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, nil, opts)
+	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, nil, opts)
 }
 
 // RetryOnConflict is [OnError] for an update that may meet a 409 Conflict:
@@ -68,7 +68,7 @@ func OnError(backoff Backoff, retriable func(error) bool, fn func() error, opts 
 // error is matched too). It mirrors client-go's retry.RetryOnConflict,
 // which retries an apply conflict Steps times in vain.
 func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, objrules.RetriableConflict, attemptFunc{plain: fn}, nil, opts)
+	return run(context.Background(), backoff, objrules.RetriableConflict, attemptFunc{plain: fn}, nil, opts)
 }
 
 // OnRetryAfterError is [OnError] that honours a server's Retry-After: it is
@@ -83,7 +83,7 @@ func RetryOnConflict(backoff Backoff, fn func() error, opts ...Option) error {
 // to 11 per attempt. Use it for a RESTClient request with MaxRetries(0), a
 // plain HTTP call, or where the caller wants its own bound.
 func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() error, opts ...Option) error {
-	return run(loopContext{}, backoff, retriable, attemptFunc{plain: fn}, RetryAfter, opts)
+	return run(context.Background(), backoff, retriable, attemptFunc{plain: fn}, RetryAfter, opts)
 }
 
 // OnErrorWithContext is [OnError] under a context. ctx is checked before every
@@ -103,19 +103,19 @@ func OnRetryAfterError(backoff Backoff, retriable func(error) bool, fn func() er
 // rejects is returned as it is, context errors included, even when ctx is
 // done.
 func OnErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, nil, opts)
+	return run(ctx, backoff, retriable, attemptFunc{withCtx: fn}, nil, opts)
 }
 
 // RetryOnConflictWithContext is [RetryOnConflict] under a context, as
 // described at [OnErrorWithContext].
 func RetryOnConflictWithContext(ctx context.Context, backoff Backoff, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, objrules.RetriableConflict, attemptFunc{withCtx: fn}, nil, opts)
+	return run(ctx, backoff, objrules.RetriableConflict, attemptFunc{withCtx: fn}, nil, opts)
 }
 
 // OnRetryAfterErrorWithContext is [OnRetryAfterError] under a context, as
 // described at [OnErrorWithContext].
 func OnRetryAfterErrorWithContext(ctx context.Context, backoff Backoff, retriable func(error) bool, fn func(context.Context) error, opts ...Option) error {
-	return run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: fn}, RetryAfter, opts)
+	return run(ctx, backoff, retriable, attemptFunc{withCtx: fn}, RetryAfter, opts)
 }
 
 // OnErrorValue is [OnErrorWithContext] for an fn that returns a value, such
@@ -128,7 +128,7 @@ func OnErrorValue[T any](ctx context.Context, backoff Backoff, retriable func(er
 	if fn == nil {
 		return zero, errNilFn
 	}
-	err := run(newLoopContext(ctx), backoff, retriable, attemptFunc{withCtx: func(ctx context.Context) error {
+	err := run(ctx, backoff, retriable, attemptFunc{withCtx: func(ctx context.Context) error {
 		var err error
 		v, err = fn(ctx)
 		return err

@@ -114,6 +114,20 @@ var (
 	leaseURL   = "https://apiserver.example/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/controller"
 )
 
+// onWireHold returns a holdBudget on a fake clock at t0, on the wire,
+// whose server (apiserver.example) is held: three of its first attempts
+// got no response.
+func onWireHold(t testing.TB, hold time.Duration) (*testingclock.FakeClock, *retry.Budget) {
+	t.Helper()
+	clk := testingclock.NewFakeClock(t0)
+	b := holdBudget(clk, hold)
+	rt := b.WrapTransport(&wire{replies: []wireReply{{err: errReset}}})
+	for range 3 {
+		require.ErrorIs(t, roundTrip(t, rt, http.MethodPut, apiURL), syscall.ECONNRESET)
+	}
+	return clk, b
+}
+
 // TestWrapTransportClientGoResends: a request with the method and URL of
 // one whose answer client-go resends (rest.Request: a 429 or 5xx whose
 // Retry-After strconv.Atoi reads, on any verb whose body is not a stream;
@@ -250,7 +264,8 @@ func TestWrapTransportRefusal(t *testing.T) {
 			var urlErr interface{ Unwrap() error }
 			require.ErrorAs(t, err, &urlErr)
 			assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
-			assert.Contains(t, err.Error(), "the budget refused this request")
+			scope := map[string]string{http.MethodGet: "reads of pods", http.MethodPut: "writes of pods", http.MethodDelete: "writes of pods"}[method]
+			assert.Contains(t, err.Error(), "retry: retry budget exhausted: the budget refused a retry of "+scope+" and did not send it")
 			for name, reacts := range map[string]func(error) bool{
 				"IsConnectionReset":     utilnet.IsConnectionReset,
 				"IsProbableEOF":         utilnet.IsProbableEOF,
@@ -284,7 +299,7 @@ func (c *closeRecorder) Close() error { c.closed.Store(true); return nil }
 // must close the request's body, also when it returns an error.
 func TestWrapTransportClosesTheBodyOfARequestItDoesNotSend(t *testing.T) {
 	t.Parallel()
-	clk, held := onHold(t, time.Hour)
+	clk, held := onWireHold(t, time.Hour)
 	refusing := &retry.Budget{Window: time.Minute}
 	w := &wire{replies: []wireReply{{status: 503, retryAfter: "1"}}}
 	rt := refusing.WrapTransport(w)
@@ -390,7 +405,7 @@ func TestWrapTransportHeldUntilTheAttemptTimeout(t *testing.T) {
 // its slot; the panic reaches the caller.
 func TestWrapTransportProbePanics(t *testing.T) {
 	t.Parallel()
-	clk, b := onHold(t, 100*time.Millisecond)
+	clk, b := onWireHold(t, 100*time.Millisecond)
 	panicking := roundTripFunc(func(*http.Request) (*http.Response, error) { panic("the transport panics") })
 	clk.Step(100 * time.Millisecond) // the probe is due: the request goes at once
 	assert.PanicsWithValue(t, "the transport panics", func() {
@@ -542,7 +557,7 @@ func TestWrapTransportLoopMarks(t *testing.T) {
 // streams.
 func TestWrapTransportWatchIsChargedWhenItStarts(t *testing.T) {
 	t.Parallel()
-	clk, b := onHold(t, 100*time.Millisecond)
+	clk, b := onWireHold(t, 100*time.Millisecond)
 	events, stream := io.Pipe()
 	defer func() { _ = stream.Close() }()
 	watching := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -558,7 +573,7 @@ func TestWrapTransportWatchIsChargedWhenItStarts(t *testing.T) {
 	defer func() { _ = resp.Body.Close() }()
 	// The watch is open; the hold is over: a request goes at once.
 	require.NoError(t, roundTrip(t, rt, http.MethodGet, apiURL))
-	assert.Equal(t, retry.BudgetStats{FirstAttempts: 3, Refused: 1, Probes: 1}, b.Stats())
+	assert.Equal(t, retry.BudgetStats{FirstAttempts: 3 + 2, Probes: 1}, b.Stats())
 }
 
 // TestWrapTransportBadInput: a nil or invalid Budget gives a transport

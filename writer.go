@@ -87,7 +87,7 @@ func isStored[T Object](obj T) bool {
 
 // run runs the loop of w's attempts and returns what the last one left.
 func (w *writer[T]) run(ctx context.Context, backoff Backoff, opts []Option) (T, Result, error) {
-	if err := run(newLoopContext(ctx), backoff, nil, attemptFunc{write: w.attempt}, nil, opts); err != nil {
+	if err := run(ctx, backoff, nil, attemptFunc{write: w.attempt}, nil, opts); err != nil {
 		var zero T
 		return zero, ResultUnchanged, err
 	}

@@ -1,0 +1,225 @@
+package retry
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// maxScopes bounds a Budget's table of scopes.
+const maxScopes = 512
+
+// holdTable keeps the holds of a Budget's scopes: only the scopes that
+// failed since their last success, at most maxScopes of them. Its lock
+// guards the table, every scopeHold in it, the probes' ids and the
+// counters.
+type holdTable struct {
+	mu     sync.Mutex
+	scopes map[scope]*scopeHold
+	lastID uint64 // the latest probe's id; ids are never 0
+
+	held, probes, refused uint64 // since the first use
+}
+
+// admit lets a first attempt of the given scopes go (second's kind is
+// noScope when it has but one). While one of them is held it waits, the
+// first held one's hold first, until that hold ends, until it may go as
+// that scope's probe (then it returns the probe's id, for observe), or
+// until ctx ends. An attempt that cannot wait (a loop whose fn takes no
+// context) is refused at once.
+func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
+	waited := false
+	for {
+		t.mu.Lock()
+		if len(t.scopes) == 0 { // nothing failing: nothing held
+			t.mu.Unlock()
+			return 0, nil
+		}
+		s, h := t.heldOf(first, second)
+		if h == nil {
+			t.mu.Unlock()
+			return 0, nil
+		}
+		if !canWait {
+			t.refused++
+			t.mu.Unlock()
+			return 0, &heldError{scope: s}
+		}
+		now := ts.holdClock().Now()
+		if h.letProbe(now, t.lastID+1, timing) {
+			t.lastID++
+			t.probes++
+			id := t.lastID
+			t.mu.Unlock()
+			return id, nil
+		}
+		if !waited {
+			waited = true
+			t.held++
+		}
+		wake, released := h.wake(), h.released
+		t.mu.Unlock()
+
+		timer := ts.holdClock().NewTimer(wake.Sub(now))
+		select {
+		case <-released:
+		case <-timer.C():
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, newHeldError(ctx, s)
+		}
+		timer.Stop()
+	}
+}
+
+// heldOf returns the first of the scopes that is held, and its hold, or
+// a nil hold. Called with mu held.
+func (t *holdTable) heldOf(first, second scope) (scope, *scopeHold) {
+	for _, s := range [2]scope{first, second} {
+		if s.kind == noScope {
+			continue
+		}
+		if h := t.scopes[s]; h != nil && h.on {
+			return s, h
+		}
+	}
+	return scope{}, nil
+}
+
+// refuseHeld refuses a retry of the given scopes when one of them is
+// held: it returns that scope and true, counting the refusal.
+func (t *holdTable) refuseHeld(first, second scope) (scope, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.scopes) == 0 {
+		return scope{}, false
+	}
+	s, h := t.heldOf(first, second)
+	if h == nil {
+		return scope{}, false
+	}
+	t.refused++
+	return s, true
+}
+
+// start starts the hold of s at now, after a refused retry that followed
+// a transient failure of s.
+func (t *holdTable) start(s scope, now time.Time, timing holdTiming) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.failing(s, now, timing)
+	h.lastFailure = now
+	h.start(now, timing)
+}
+
+// failedOf returns the scope a refused retry's failure belongs to: the
+// server when it is held or failed within timing.span (since its last
+// answer), else the resource scope when the request has one, else the
+// server.
+func (t *holdTable) failedOf(server, resource scope, now time.Time, timing holdTiming) scope {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h := t.scopes[server]; h != nil && (h.on || now.Sub(h.lastFailure) < timing.span) || resource.kind == noScope {
+		return server
+	}
+	return resource
+}
+
+// observation is what an attempt said about one of its scopes (a scope of
+// kind noScope is none).
+type observation struct {
+	scope scope
+	out   outcome
+}
+
+// observe takes what an attempt said about its scopes: a first attempt
+// (first) or a retry, sent as the probe id (0: not a probe). A success
+// ends a scope's hold and forgets the scope; a probe that did not succeed
+// frees its slot, and doubles the interval when it failed; a transient
+// failure counts against the scope, and a first attempt's may start its
+// hold.
+func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range obs {
+		if o.scope.kind == noScope || len(t.scopes) == 0 && o.out != failedTransiently {
+			continue
+		}
+		h := t.scopes[o.scope]
+		switch {
+		case o.out == answered:
+			if h != nil {
+				h.end()
+				delete(t.scopes, o.scope)
+			}
+		case o.out == failedTransiently:
+			now := ts.holdClock().Now()
+			if h == nil {
+				h = t.failing(o.scope, now, timing)
+			}
+			h.lastFailure = now
+			switch {
+			case probe != 0 && h.probe == probe:
+				h.probeEnded(probe, true, timing)
+			case first && !h.on:
+				h.failedFirst(now, timing)
+			}
+		case h != nil && probe != 0:
+			h.probeEnded(probe, false, timing)
+		}
+	}
+}
+
+// failing returns s's hold, adding s to the table when it is not in it:
+// when the table is full it first forgets the scopes neither held nor
+// failed within timing.span, and then, if still full, the one whose last
+// failure is the oldest, ending its hold. Called with mu held.
+func (t *holdTable) failing(s scope, now time.Time, timing holdTiming) *scopeHold {
+	if h := t.scopes[s]; h != nil {
+		return h
+	}
+	if t.scopes == nil {
+		t.scopes = make(map[scope]*scopeHold)
+	}
+	if len(t.scopes) >= maxScopes {
+		var oldest scope
+		var oldestHold *scopeHold
+		for k, h := range t.scopes {
+			if !h.on && now.Sub(h.lastFailure) >= timing.span {
+				delete(t.scopes, k)
+				continue
+			}
+			if oldestHold == nil || h.lastFailure.Before(oldestHold.lastFailure) {
+				oldest, oldestHold = k, h
+			}
+		}
+		if len(t.scopes) >= maxScopes {
+			oldestHold.end()
+			delete(t.scopes, oldest)
+		}
+	}
+	h := &scopeHold{}
+	t.scopes[s.detached()] = h
+	return h
+}
+
+// counts returns the first attempts that waited, the probes, and the
+// attempts refused because their scope was held, since the first use.
+func (t *holdTable) counts() (held, probes, refused uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.held, t.probes, t.refused
+}
+
+// probePanicked frees the slot of probe id, whose attempt panicked: a
+// failed probe of its scope.
+func (t *holdTable) probePanicked(id uint64, ts timeSource, timing holdTiming) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, h := range t.scopes {
+		if h.on && h.probe == id {
+			h.lastFailure = ts.holdClock().Now()
+			h.probeEnded(id, true, timing)
+		}
+	}
+}
