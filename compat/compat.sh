@@ -15,7 +15,8 @@
 # user@controller-runtime@VERSION.
 #
 #   compat/compat.sh pins    which pinned versions are no longer the newest
-#                            patch of their minor on the module proxy
+#                            patch of their minor on the module proxy, and
+#                            whether a newer minor is out
 #
 # Each cell prints one line, "CELL: ok" or "CELL: FAIL" with the end of its
 # log; the script exits 1 when any cell failed. Environment: GO (default go),
@@ -282,6 +283,11 @@ pins() {
 				stale=1
 			fi
 		done
+		newest=$(tr ' ' '\n' <<<"$all" | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+$' | sort -t. -k2,2n -k3,3n | tail -n1)
+		if [ "${newest%.*}" != "$minor" ]; then
+			echo "$path: a newer minor is out, $newest"
+			stale=1
+		fi
 	done
 	return $stale
 }
