@@ -8,18 +8,21 @@
 #
 #   compat/compat.sh [GROUP|CELL]...   (no argument: all)
 #
-# GROUP: all, edges (the floor and the newest of each kind, and the user
-# cells: what CI runs), root, typed, ctrlretry, user.
+# GROUP: all, edges (the floor and the newest of each kind, the oldest Go
+# and the user cells: what CI runs), root, typed, ctrlretry, go, user.
 # CELL: root@VERSION (apimachinery), typed@VERSION (client-go),
-# ctrlretry@VERSION (controller-runtime), user@client-go@VERSION,
-# user@controller-runtime@VERSION.
+# ctrlretry@VERSION (controller-runtime), go@VERSION (the root and ctrlretry
+# at their go.mod's floors, built, vetted and tested by that Go release,
+# which the go command fetches from the module proxy),
+# user@client-go@VERSION, user@controller-runtime@VERSION.
 #
 #   compat/compat.sh pins    which pinned versions are no longer the newest
 #                            patch of their minor on the module proxy, and
 #                            whether a newer minor is out
 #
-# Each cell prints one line, "CELL: ok" or "CELL: FAIL" with the end of its
-# log; the script exits 1 when any cell failed. Environment: GO (default go),
+# Each cell prints one line: its name, ok or FAIL, its time and the versions
+# it selected; a failure also prints the end of its log, and the script
+# exits 1. Environment: GO (default go),
 # COMPAT_TESTFLAGS (default -count=1), COMPAT_KEEP=1 keeps the temporary
 # directories.
 set -euo pipefail
@@ -30,6 +33,9 @@ set -euo pipefail
 APIMACHINERY=(v0.31.14 v0.32.13 v0.33.13 v0.34.13 v0.35.10 v0.36.6 v0.37.2)
 CLIENT_GO=(v0.31.14 v0.37.2)
 CONTROLLER_RUNTIME=(v0.19.4 v0.20.4 v0.21.0 v0.22.5 v0.23.3 v0.24.1 v0.25.3)
+# The oldest Go the go directives allow, newest patch (newer Go releases:
+# the one that runs make check).
+GO_RELEASES=(1.22.12)
 # A user's module: the first release of a minor, as a controller a year or
 # two behind has it (with client-go alone, and with controller-runtime).
 USERS=(client-go@v0.31.0 client-go@v0.33.0 controller-runtime@v0.19.0 controller-runtime@v0.21.0)
@@ -102,6 +108,27 @@ cell_ctrlretry() { # controller-runtime version
 	$GO get -modfile="$d/go.mod" "sigs.k8s.io/controller-runtime@$1"
 	$GO mod tidy -modfile="$d/go.mod"
 	echo "selected: $(versions "$d/go.mod" sigs.k8s.io/controller-runtime k8s.io/client-go k8s.io/apimachinery)"
+	$GO build -modfile="$d/go.mod" ./...
+	$GO vet -modfile="$d/go.mod" ./...
+	# shellcheck disable=SC2086
+	$GO test -modfile="$d/go.mod" $TESTFLAGS ./...
+}
+
+cell_go() { # Go release
+	export GOTOOLCHAIN="go$1"
+	cd "$ROOT"
+	$GO version
+	$GO build ./...
+	$GO vet ./...
+	# shellcheck disable=SC2086
+	$GO test $TESTFLAGS ./...
+	cd "$ROOT/ctrlretry"
+	# What ctrlretry/go.work does, on a copy: go.work needs Go 1.22+ too,
+	# but the copy keeps the cell to ctrlretry's own go.mod.
+	local d
+	d=$(modfile_copy "$ROOT/ctrlretry")
+	$GO mod edit -replace="github.com/kuberetry/retry=$ROOT" "$d/go.mod"
+	$GO mod tidy -modfile="$d/go.mod"
 	$GO build -modfile="$d/go.mod" ./...
 	$GO vet -modfile="$d/go.mod" ./...
 	# shellcheck disable=SC2086
@@ -299,12 +326,14 @@ add_group() {
 	root) for v in "${APIMACHINERY[@]}"; do cells+=("root@$v"); done ;;
 	typed) for v in "${CLIENT_GO[@]}"; do cells+=("typed@$v"); done ;;
 	ctrlretry) for v in "${CONTROLLER_RUNTIME[@]}"; do cells+=("ctrlretry@$v"); done ;;
+	go) for v in "${GO_RELEASES[@]}"; do cells+=("go@$v"); done ;;
 	user) for v in "${USERS[@]}"; do cells+=("user@$v"); done ;;
-	all) add_group root; add_group typed; add_group ctrlretry; add_group user ;;
+	all) add_group root; add_group typed; add_group ctrlretry; add_group go; add_group user ;;
 	edges)
 		cells+=("root@${APIMACHINERY[0]}" "root@${APIMACHINERY[-1]}")
 		cells+=("typed@${CLIENT_GO[0]}" "typed@${CLIENT_GO[-1]}")
 		cells+=("ctrlretry@${CONTROLLER_RUNTIME[0]}" "ctrlretry@${CONTROLLER_RUNTIME[-1]}")
+		cells+=("go@${GO_RELEASES[0]}")
 		add_group user
 		;;
 	*@*) cells+=("$1") ;;
@@ -333,11 +362,11 @@ for cell in "${cells[@]}"; do
 	log="$WORK/$(tr '/@' '__' <<<"$cell").log"
 	t0=$SECONDS
 	case $kind in
-	root | typed | ctrlretry | user) ;;
+	root | typed | ctrlretry | go | user) ;;
 	*) echo "compat: unknown cell $cell" >&2; exit 2 ;;
 	esac
 	if COMPAT_WORK="$WORK" "$0" __cell "$cell" >"$log" 2>&1; then
-		printf '%-38s ok    %4ds  %s\n' "$cell" $((SECONDS - t0)) "$(sed -n 's/^\(selected\|checked\): //p' "$log" | head -n1)"
+		printf '%-38s ok    %4ds  %s\n' "$cell" $((SECONDS - t0)) "$(sed -n 's/^\(selected\|checked\): //p; s/^go version //p' "$log" | head -n1)"
 	else
 		printf '%-38s FAIL  %4ds\n' "$cell" $((SECONDS - t0))
 		grep -v '^go: downloading' "$log" | tail -n 40 | sed 's/^/    /'
