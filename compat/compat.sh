@@ -22,9 +22,11 @@
 #
 # Each cell prints one line: its name, ok or FAIL, its time and the versions
 # it selected; a failure also prints the end of its log, and the script
-# exits 1. Environment: GO (default go),
-# COMPAT_TESTFLAGS (default -count=1), COMPAT_KEEP=1 keeps the temporary
-# directories.
+# exits 1. The newest cells need the Go their modules say (1.26 from
+# apimachinery v0.36 and controller-runtime v0.24 on): an older go command
+# fetches it from the module proxy, unless GOTOOLCHAIN=local.
+# Environment: GO (default go), COMPAT_TESTFLAGS (default -count=1),
+# COMPAT_KEEP=1 keeps the temporary directories.
 set -euo pipefail
 
 # Pinned, newest patch of each minor on the module proxy when last updated
