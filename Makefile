@@ -5,11 +5,15 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check lint test ctrlretry integration lab demo study outages cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages cover bench bench-check bench-wait fuzz
 
-## check: everything CI runs: lint, the root module's tests, the ctrlretry
-## module, the integration tests
+## check: lint, the root module's tests, the ctrlretry module, the
+## integration tests (CI runs make ci: this, lab and compat-edges)
 check: lint test ctrlretry integration
+
+## ci: what CI runs (.ci/run): check, the lab module's checks, then the
+## compatibility matrix's edges
+ci: check lab compat-edges
 
 ## lint: gofmt, go vet and staticcheck on the root module
 lint:
@@ -38,11 +42,24 @@ integration:
 
 ## lab: go vet, staticcheck and the tests of the lab module (the tools'
 ## own tests: the demo and the study at a small size on an in-process
-## apiserver, the outages command's output; not part of check)
+## apiserver, the outages command's output; part of ci, not of check)
 lab:
 	cd lab && $(GO) vet ./...
 	cd lab && $(STATICCHECK) ./...
 	cd lab && $(GO) test -count=1 -timeout 20m ./...
+
+## compat: the whole compatibility matrix (compat/compat.sh): the root
+## module with each k8s.io/apimachinery minor v0.31-v0.37, the typed forms
+## with client-go v0.31 and v0.37, ctrlretry with each controller-runtime
+## minor v0.19-v0.25, and user modules on client-go v0.31 and v0.33 adding
+## the library without a k8s.io version or their go directive moving up
+compat:
+	GO=$(GO) ./compat/compat.sh all
+
+## compat-edges: the matrix's floor and newest of each kind, and the user
+## modules (part of make ci)
+compat-edges:
+	GO=$(GO) ./compat/compat.sh edges
 
 ## demo: the contention demo, on an in-process apiserver or the cluster in
 ## KUBECONFIG / --kubeconfig (DEMO_ARGS="--kubeconfig ... --writers 4,16,64")

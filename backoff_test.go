@@ -559,7 +559,8 @@ var stepSink time.Duration
 func BenchmarkBackoffStep(b *testing.B) {
 	base := retry.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		bo := base // a caller starts each retry sequence from its configured value
 		stepSink = bo.Step()
 	}

@@ -778,7 +778,7 @@ func TestBudgetConcurrentLoops(t *testing.T) {
 		log.read(clk.Now())
 		var wg sync.WaitGroup
 		for g := range 8 {
-			wg.Go(func() {
+			wgGo(&wg, func() {
 				rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
 				for range 10 {
 					failures := rng.IntN(6)
@@ -851,7 +851,8 @@ func BenchmarkOnErrorSuccessWithBudget(b *testing.B) {
 	b.ReportAllocs()
 	budget := benchBudget()
 	fn := func() error { return nil }
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn, retry.WithBudget(budget))
 	}
 	if sink != nil {

@@ -479,7 +479,8 @@ func BenchmarkOnErrorSuccessWithOnDone(b *testing.B) {
 	onDone := func(retry.DoneEvent) { done.Add(1) }
 	fn := func() error { return nil }
 	calls := int64(0)
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn, retry.WithOnDone(onDone))
 		calls++
 	}

@@ -551,7 +551,7 @@ func ExampleBudget_hold() {
 	// A call waits, here until its context ends.
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		for clk.Waiters() == 0 { // until call 3 waits
+		for !clk.HasWaiters() { // until call 3 waits
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
@@ -564,8 +564,9 @@ func ExampleBudget_hold() {
 	// A caller waits; the server comes back; the next probe, 200ms after
 	// the failed one, is the waiting call, and its success ends the hold.
 	var wg sync.WaitGroup
-	wg.Go(func() { call(context.Background(), "call 5") })
-	for clk.Waiters() == 0 {
+	wg.Add(1)
+	go func() { defer wg.Done(); call(context.Background(), "call 5") }()
+	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
 	down = false

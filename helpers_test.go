@@ -10,8 +10,10 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/require"
@@ -710,7 +712,22 @@ func await(t testing.TB, cond func() bool, format string, args ...any) {
 // hold keeps waiting have settled, so the test may move the clock.
 func awaitWaiters(t testing.TB, clk *testingclock.FakeClock, n int) {
 	t.Helper()
-	await(t, func() bool { return clk.Waiters() == n }, "goroutines wait on the clock: not %d", n)
+	await(t, func() bool { return waiters(clk) == n }, "goroutines wait on the clock: not %d", n)
+}
+
+// waiters returns the number of timers waiting on clk. FakeClock.Waiters
+// came to k8s.io/utils in 2025: the versions that apimachinery v0.31 to
+// v0.33 select lack it, and there the count is read under the clock's own
+// lock (make compat tests both).
+func waiters(clk *testingclock.FakeClock) int {
+	if c, ok := any(clk).(interface{ Waiters() int }); ok {
+		return c.Waiters()
+	}
+	v := reflect.ValueOf(clk).Elem()
+	mu := (*sync.RWMutex)(unsafe.Pointer(v.FieldByName("lock").UnsafeAddr()))
+	mu.RLock()
+	defer mu.RUnlock()
+	return v.FieldByName("waiters").Len()
 }
 
 // holdBudget is a Budget on clk with hold and no retry at all, so that the
@@ -736,4 +753,14 @@ func startHold(t testing.TB, b *retry.Budget) {
 	err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, func() error { return errDown },
 		retry.WithBudget(b), retry.WithSleeper(noSleep{}))
 	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+}
+
+// wgGo runs f in a goroutine counted by wg: sync.WaitGroup.Go (Go 1.25)
+// for the module's Go 1.22 floor.
+func wgGo(wg *sync.WaitGroup, f func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f()
+	}()
 }

@@ -38,7 +38,7 @@ func holds(t *testing.T, clk *testingclock.FakeClock, b *retry.Budget) bool {
 			returned = true
 			return true
 		default:
-			return clk.Waiters() > 0
+			return clk.HasWaiters()
 		}
 	}, "the call neither returned nor waited")
 	if returned {
@@ -209,7 +209,7 @@ func startLoops(clk *testingclock.FakeClock, b *retry.Budget, n int, backoff ret
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &holdWorkers{clk: clk, stop: cancel}
 	for range n {
-		w.wg.Go(func() {
+		wgGo(&w.wg, func() {
 			for ctx.Err() == nil {
 				_ = retry.OnErrorWithContext(ctx, backoff, retry.IsTransient, func(context.Context) error {
 					w.mu.Lock()
@@ -410,7 +410,7 @@ func TestHoldSuccessReleasesEveryWaiter(t *testing.T) {
 	var mu sync.Mutex
 	var sent []time.Time
 	for range n {
-		wg.Go(func() {
+		wgGo(&wg, func() {
 			err := retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 1}, retry.IsTransient, func(context.Context) error {
 				mu.Lock()
 				sent = append(sent, clk.Now())
@@ -503,7 +503,7 @@ func TestHoldContextEndsTheWait(t *testing.T) {
 			assert.Zero(t, calls)
 			assert.Equal(t, []retry.DoneEvent{{Attempts: 0, Err: err}}, done)
 			assert.Equal(t, uint64(1), b.Stats().Held)
-			assert.Zero(t, clk.Waiters(), "the wait's timer is stopped")
+			assert.False(t, clk.HasWaiters(), "the wait's timer is stopped")
 		})
 	}
 }
@@ -557,7 +557,7 @@ func TestHoldRefusesLoopsWithoutContext(t *testing.T) {
 			assert.Zero(t, calls)
 			assert.Equal(t, []retry.DoneEvent{{Attempts: 0, Err: err}}, done)
 			assert.Equal(t, retry.BudgetStats{FirstAttempts: 1, Refused: 2}, b.Stats())
-			assert.Zero(t, clk.Waiters())
+			assert.False(t, clk.HasWaiters())
 		})
 	}
 }
@@ -751,7 +751,7 @@ func TestHoldOverRandomOutages(t *testing.T) {
 		var wg sync.WaitGroup
 		for w := range workers {
 			wrng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
-			wg.Go(func() { s.worker(ctx, wrng) })
+			wgGo(&wg, func() { s.worker(ctx, wrng) })
 		}
 		var atDown retry.BudgetStats
 		for clk.Now().Before(end) {

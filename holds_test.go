@@ -131,7 +131,7 @@ func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 		probe, _ := table.admit(context.Background(), true, ts, timing, server, resource)
 		got <- probe
 	}()
-	for clk.Waiters() != 1 {
+	for !clk.HasWaiters() {
 		time.Sleep(20 * time.Microsecond)
 	}
 	clk.Step(50 * time.Millisecond) // the server's probe is due

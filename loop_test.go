@@ -153,7 +153,7 @@ func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
 	var wg sync.WaitGroup
 	for i := range 16 {
-		wg.Go(func() {
+		wgGo(&wg, func() {
 			s := conflicts(3)
 			s.errs = append(s.errs, nil)
 			clk := testingclock.NewFakeClock(time.Time{})

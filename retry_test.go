@@ -410,7 +410,8 @@ func TestOnRetryAfterErrorContext(t *testing.T) {
 func BenchmarkOnErrorSuccess(b *testing.B) {
 	b.ReportAllocs()
 	fn := func() error { return nil }
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn)
 	}
 }
@@ -418,7 +419,8 @@ func BenchmarkOnErrorSuccess(b *testing.B) {
 func BenchmarkRetryOnConflictSuccess(b *testing.B) {
 	b.ReportAllocs()
 	fn := func() error { return nil }
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.RetryOnConflict(retry.DefaultRetry, fn)
 	}
 }
@@ -429,7 +431,8 @@ func BenchmarkOnErrorValueSuccess(b *testing.B) {
 	b.ReportAllocs()
 	ctx := context.Background()
 	fn := func(context.Context) (string, error) { return "done", nil }
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		valueSink, sink = retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, fn)
 	}
 }
@@ -447,7 +450,8 @@ func BenchmarkOnErrorZeroWait(b *testing.B) {
 	b.ReportAllocs()
 	fn := func() error { return errBench }
 	always := func(error) bool { return true }
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.OnError(zeroWait, always, fn)
 	}
 	if sink != errBench {
@@ -462,7 +466,8 @@ func BenchmarkRetryOnConflictZeroWait(b *testing.B) {
 	b.ReportAllocs()
 	err := conflict(1)
 	fn := func() error { return err }
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.RetryOnConflict(zeroWait, fn)
 	}
 	if sink != err {
@@ -477,7 +482,8 @@ func BenchmarkOnErrorSuccessWithOptions(b *testing.B) {
 	clk := testingclock.NewFakeClock(time.Time{})
 	fn := func() error { return nil }
 	retries := 0
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, fn,
 			retry.WithSleeper(clk),
 			retry.WithMaxDelay(time.Second),
@@ -500,7 +506,8 @@ func BenchmarkOnErrorZeroWaitWithOptions(b *testing.B) {
 	fn := func() error { return errBench }
 	always := func(error) bool { return true }
 	retries := 0
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		sink = retry.OnError(zeroWait, always, fn,
 			retry.WithSleeper(clk),
 			retry.WithMaxDelay(time.Second),

@@ -417,7 +417,8 @@ var (
 
 func BenchmarkParseRetryAfterSeconds(b *testing.B) {
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		retryAfterSink, retryAfterOKSink = retry.ParseRetryAfter("120", raNow)
 	}
 }
@@ -425,7 +426,8 @@ func BenchmarkParseRetryAfterSeconds(b *testing.B) {
 func BenchmarkParseRetryAfterHTTPDate(b *testing.B) {
 	value := raNow.Add(90 * time.Second).Format(http.TimeFormat)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		retryAfterSink, retryAfterOKSink = retry.ParseRetryAfter(value, raNow)
 	}
 }
@@ -433,7 +435,8 @@ func BenchmarkParseRetryAfterHTTPDate(b *testing.B) {
 func BenchmarkRetryAfterAPIError(b *testing.B) {
 	err := fmt.Errorf("update: %w", apierrors.NewTooManyRequests("slow down", 5))
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		retryAfterSink, retryAfterOKSink = retry.RetryAfter(err)
 	}
 }

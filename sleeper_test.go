@@ -158,7 +158,8 @@ func BenchmarkWaitAccuracy(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				ctxFn := func(context.Context) error { return fn() }
-				for b.Loop() {
+				b.ResetTimer()
+				for range b.N {
 					var err error
 					if mode == "plain" {
 						err = retry.OnError(bo, always, fn)
@@ -185,14 +186,15 @@ func BenchmarkCancelLatency(b *testing.B) {
 		always := func(error) bool { return true }
 		fn := func(context.Context) error { return errBench }
 		var latency []time.Duration
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			ctx, cancel := context.WithCancel(context.Background())
 			var (
 				wg        sync.WaitGroup
 				cancelled time.Time
 			)
 			waitBegins := retry.WithOnRetry(func(retry.RetryEvent) {
-				wg.Go(func() {
+				wgGo(&wg, func() {
 					time.Sleep(200 * time.Microsecond) // let the loop enter its wait
 					cancelled = time.Now()
 					cancel()

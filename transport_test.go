@@ -356,7 +356,7 @@ func TestWrapTransportHold(t *testing.T) {
 	w.answer(wireReply{status: 200})
 	var wg sync.WaitGroup
 	for range 2 {
-		wg.Go(func() {
+		wgGo(&wg, func() {
 			resp, err := client.Do(request(t, context.Background(), http.MethodGet, apiURL))
 			if assert.NoError(t, err) {
 				_ = resp.Body.Close()
@@ -670,7 +670,8 @@ func BenchmarkWrapTransportGranted(b *testing.B) {
 	b.ReportAllocs()
 	rt := retry.NewBudget().WrapTransport(benchWire)
 	req := request(b, context.Background(), http.MethodGet, apiURL)
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := rt.RoundTrip(req); err != nil {
 			b.Fatal(err)
 		}

@@ -389,7 +389,8 @@ func TestTypedSuccessPathAllocations(t *testing.T) {
 func benchSuccessPath(b *testing.B, name string, typed int) {
 	f := successPaths()[name][typed]
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		f()
 	}
 }

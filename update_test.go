@@ -367,7 +367,7 @@ func TestUpdateOnConflictSharedCurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	for i := range workers {
-		wg.Go(func() {
+		wgGo(&wg, func() {
 			_, errs[i] = retry.UpdateOnConflict(context.Background(), retry.Backoff{Steps: 50}, current, s.get,
 				func(obj *Counter) error {
 					obj.Count++

@@ -147,7 +147,7 @@ func runDropIn(t *testing.T, c dropInCase, op operation) dropInOutcome {
 	if c.mutate != nil {
 		f = c.mutate(obj)
 	}
-	res, err := op(t.Context(), fc, obj, f)
+	res, err := op(testContext(t), fc, obj, f)
 	out := dropInOutcome{op: res, calls: fc.Calls(), obj: obj}
 	if err != nil {
 		out.err = err.Error()
@@ -163,6 +163,15 @@ func runDropIn(t *testing.T, c dropInCase, op operation) dropInOutcome {
 	return out
 }
 
+// panicsOnNilMutateFn reports whether op panics when given a nil MutateFn,
+// as controllerutil.CreateOrUpdate did before controller-runtime v0.21.
+func panicsOnNilMutateFn(t *testing.T, op operation) (panicked bool) {
+	t.Helper()
+	defer func() { panicked = recover() != nil }()
+	_, _ = op(testContext(t), newFake(hooks{}), deployment("d"), nil)
+	return false
+}
+
 // TestDropIn runs each call that meets no race through controllerutil and
 // through ctrlretry, on fake clients holding the same objects: the same
 // result, error, calls, obj and stored objects.
@@ -172,6 +181,9 @@ func TestDropIn(t *testing.T) {
 		for _, c := range dropInCases {
 			t.Run(p.name+"/"+c.name, func(t *testing.T) {
 				t.Parallel()
+				if c.mutate == nil && panicsOnNilMutateFn(t, p.original) {
+					t.Skip("this controller-runtime's controllerutil calls a nil MutateFn: nothing to compare with")
+				}
 				want := runDropIn(t, c, p.original)
 				in := newInstant()
 				got := runDropIn(t, c, p.retrying(in.option()))

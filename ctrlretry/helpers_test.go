@@ -196,3 +196,11 @@ func applyConflict(name string) error {
 
 // join is calls written as one string, for messages.
 func join(calls []string) string { return "[" + strings.Join(calls, ", ") + "]" }
+
+// testContext is t.Context (Go 1.24) for the module's Go 1.22 floor: a
+// context cancelled when the test ends.
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}

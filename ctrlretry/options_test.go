@@ -48,7 +48,7 @@ func TestBackoff(t *testing.T) {
 			// The root loop's waits, for a conflict every attempt.
 			root := newInstant()
 			attempts := 0
-			err := retry.RetryOnConflictWithContext(t.Context(), c.backoff, func(context.Context) error {
+			err := retry.RetryOnConflictWithContext(testContext(t), c.backoff, func(context.Context) error {
 				attempts++
 				return conflictOf("cm")
 			}, root.loopOptions()...)
@@ -59,7 +59,7 @@ func TestBackoff(t *testing.T) {
 			fc := newFake(hooks{update: alwaysConflicts}, storedConfigMap()...)
 			in := newInstant()
 			obj := seedConfigMap()
-			_, err = ctrlretry.CreateOrUpdate(t.Context(), fc, obj, setK(obj), append(c.opts, in.option())...)
+			_, err = ctrlretry.CreateOrUpdate(testContext(t), fc, obj, setK(obj), append(c.opts, in.option())...)
 			if !apierrors.IsConflict(err) {
 				t.Errorf("returned %v, want a Conflict", err)
 			}
@@ -89,7 +89,7 @@ func TestReaderAfterFailureOnly(t *testing.T) {
 			fc := newFake(c.h, storedConfigMap()...)
 			r := newLaggingReader(t, fc.under, "cm", 0)
 			obj := seedConfigMap()
-			if _, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, setK(obj), ctrlretry.WithReader(r), newInstant().option()); err != nil {
+			if _, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, setK(obj), ctrlretry.WithReader(r), newInstant().option()); err != nil {
 				t.Fatal(err)
 			}
 			if reads := len(r.Reads()); reads != c.reads {
@@ -107,7 +107,7 @@ func TestLoopOptions(t *testing.T) {
 	t.Parallel()
 	t.Run("ctx cancelled during a Conflict", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithCancel(t.Context())
+		ctx, cancel := context.WithCancel(testContext(t))
 		defer cancel()
 		cancelling := func(ctx context.Context, under client.WithWatch, obj client.Object, n int) error {
 			cancel()
@@ -130,7 +130,7 @@ func TestLoopOptions(t *testing.T) {
 		fc := newFake(hooks{update: otherUpdates}, storedConfigMap()...)
 		in := newInstant()
 		obj := seedConfigMap()
-		op, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, setK(obj), in.option(), ctrlretry.WithLoopOptions(retry.WithBudget(budget)))
+		op, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, setK(obj), in.option(), ctrlretry.WithLoopOptions(retry.WithBudget(budget)))
 		if !errors.Is(err, retry.ErrBudgetExhausted) || !apierrors.IsConflict(err) || op != controllerutil.OperationResultNone {
 			t.Errorf("returned (%q, %v), want none and an error matching ErrBudgetExhausted and the Conflict", op, err)
 		}
@@ -144,7 +144,7 @@ func TestLoopOptions(t *testing.T) {
 		clock := testclock.NewFakeClock(time.Unix(0, 0))
 		var retries, dones int
 		obj := seedConfigMap()
-		_, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, setK(obj),
+		_, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, setK(obj),
 			ctrlretry.WithLoopOptions(retry.WithSleeper(clock)),
 			ctrlretry.WithLoopOptions(retry.WithOnRetry(func(retry.RetryEvent) { retries++ })),
 			ctrlretry.WithLoopOptions(retry.WithOnDone(func(retry.DoneEvent) { dones++ })),

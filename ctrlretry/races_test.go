@@ -134,14 +134,14 @@ func TestRaces(t *testing.T) {
 			t.Parallel()
 			fc := newFake(c.h, c.existing.build()...)
 			obj := seedConfigMap()
-			if _, err := p.original(t.Context(), fc, obj, setK(obj)); !c.isErr(err) {
+			if _, err := p.original(testContext(t), fc, obj, setK(obj)); !c.isErr(err) {
 				t.Fatalf("controllerutil.%s returned %v: the case races nothing controllerutil returns", p.name, err)
 			}
 
 			fc = newFake(c.h, c.existing.build()...)
 			obj = seedConfigMap()
 			in := newInstant()
-			op, err := p.retrying(in.option())(t.Context(), fc, obj, setK(obj))
+			op, err := p.retrying(in.option())(testContext(t), fc, obj, setK(obj))
 			if err != nil || op != c.op {
 				t.Fatalf("returned (%q, %v), want (%q, nil)", op, err, c.op)
 			}
@@ -175,7 +175,7 @@ func TestUnstructuredRetry(t *testing.T) {
 	t.Parallel()
 	fc := newFake(hooks{update: otherDeletes}, storedConfigMap()...)
 	obj := unstructuredConfigMap("cm")
-	op, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, func() error {
+	op, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, func() error {
 		return unstructured.SetNestedField(obj.Object, "v", "data", "k")
 	}, newInstant().option())
 	if err != nil || op != controllerutil.OperationResultCreated {

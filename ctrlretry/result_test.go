@@ -31,11 +31,11 @@ func loopError(t *testing.T, ctx context.Context, budget *retry.Budget) error {
 // TestResult maps each kind of error as its doc says.
 func TestResult(t *testing.T) {
 	t.Parallel()
-	cancelled, cancel := context.WithCancel(t.Context())
+	cancelled, cancel := context.WithCancel(testContext(t))
 	cancel()
 	ctxConflict := loopError(t, cancelled, nil)
 	deadline := fmt.Errorf("list: %w", context.DeadlineExceeded)
-	budgetConflict := loopError(t, t.Context(), &retry.Budget{Window: time.Second, Clock: testclock.NewFakeClock(time.Unix(0, 0))})
+	budgetConflict := loopError(t, testContext(t), &retry.Budget{Window: time.Second, Clock: testclock.NewFakeClock(time.Unix(0, 0))})
 	if !errors.Is(ctxConflict, context.Canceled) || !errors.Is(budgetConflict, retry.ErrBudgetExhausted) || !apierrors.IsConflict(budgetConflict) {
 		t.Fatalf("the loops returned %v and %v", ctxConflict, budgetConflict)
 	}
@@ -66,8 +66,9 @@ func TestResult(t *testing.T) {
 			t.Parallel()
 			for range 100 {
 				res, err := ctrlretry.Result(c.err)
-				//lint:ignore SA1019 Requeue is deprecated, and Result must leave it false
-				if res.Requeue {
+				// Nothing but RequeueAfter: Requeue (deprecated since
+				// controller-runtime v0.21) stays false.
+				if res != (reconcile.Result{RequeueAfter: res.RequeueAfter}) {
 					t.Fatalf("Requeue set: %+v", res)
 				}
 				if c.want.requeueMax == 0 && res.RequeueAfter != 0 || c.want.requeueMax > 0 && (res.RequeueAfter <= c.want.requeueMin || res.RequeueAfter > c.want.requeueMax) {
@@ -91,7 +92,7 @@ func TestResult(t *testing.T) {
 // range is hit (each misses with probability 0.9^2000).
 func TestResultRequeueSpread(t *testing.T) {
 	t.Parallel()
-	budgetErr := loopError(t, t.Context(), &retry.Budget{Window: time.Second, Clock: testclock.NewFakeClock(time.Unix(0, 0))})
+	budgetErr := loopError(t, testContext(t), &retry.Budget{Window: time.Second, Clock: testclock.NewFakeClock(time.Unix(0, 0))})
 	for _, c := range []struct {
 		name     string
 		err      error

@@ -34,7 +34,7 @@ func newLaggingReader(t *testing.T, under client.Reader, name string, lag int) *
 	t.Helper()
 	r := &laggingReader{under: under, lag: lag}
 	var cm corev1.ConfigMap
-	switch err := under.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &cm); {
+	switch err := under.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: name}, &cm); {
 	case err == nil:
 		r.snapshot = &cm
 	case !apierrors.IsNotFound(err):
@@ -123,7 +123,7 @@ func TestStaleReread(t *testing.T) {
 				opts, steps = append(opts, ctrlretry.WithBackoff(c.backoff)), c.backoff.Steps
 			}
 			obj := seedConfigMap()
-			op, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, setK(obj), opts...)
+			op, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, setK(obj), opts...)
 			switch {
 			case c.want == nil && (err != nil || op != c.op):
 				t.Errorf("returned (%q, %v), want (%q, nil)", op, err, c.op)
@@ -201,18 +201,18 @@ func TestRetryStartsFromCallersObj(t *testing.T) {
 	}
 	fc := newFake(hooks{update: removeGone}, existing()...)
 	obj := seedConfigMap()
-	if _, err := ctrlretry.CreateOrUpdate(t.Context(), mergingClient{fc}, obj, setK(obj), ctrlretry.WithReader(mergingReader{fc.under}), newInstant().option()); err != nil {
+	if _, err := ctrlretry.CreateOrUpdate(testContext(t), mergingClient{fc}, obj, setK(obj), ctrlretry.WithReader(mergingReader{fc.under}), newInstant().option()); err != nil {
 		t.Fatal(err)
 	}
 	got := stored(t, fc.under, configMap("cm", nil), &corev1.ConfigMap{})
 
 	// controllerutil's one call on the store as the race left it.
 	fresh := newFake(hooks{}, existing()...)
-	if err := removeGone(t.Context(), fresh.under, configMap("cm", nil), 1); err != nil {
+	if err := removeGone(testContext(t), fresh.under, configMap("cm", nil), 1); err != nil {
 		t.Fatal(err)
 	}
 	seed := seedConfigMap()
-	if _, err := controllerutil.CreateOrUpdate(t.Context(), mergingClient{fresh}, seed, setK(seed)); err != nil {
+	if _, err := controllerutil.CreateOrUpdate(testContext(t), mergingClient{fresh}, seed, setK(seed)); err != nil {
 		t.Fatal(err)
 	}
 	want := stored(t, fresh.under, configMap("cm", nil), &corev1.ConfigMap{})
@@ -232,7 +232,7 @@ func TestCreateClears(t *testing.T) {
 	src := newFake(hooks{}, storedConfigMap()...)
 	copyOf := func() *corev1.ConfigMap {
 		var cm corev1.ConfigMap
-		if err := src.under.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "cm"}, &cm); err != nil {
+		if err := src.under.Get(testContext(t), client.ObjectKey{Namespace: ns, Name: "cm"}, &cm); err != nil {
 			t.Fatal(err)
 		}
 		// What the server sets, as a copy of a stored object (one being
@@ -251,12 +251,12 @@ func TestCreateClears(t *testing.T) {
 	}
 
 	obj := copyOf()
-	if _, err := controllerutil.CreateOrUpdate(t.Context(), newFake(hooks{}), obj, setK(obj)); err == nil {
+	if _, err := controllerutil.CreateOrUpdate(testContext(t), newFake(hooks{}), obj, setK(obj)); err == nil {
 		t.Fatal("controllerutil created an object carrying a resourceVersion: the case shows nothing")
 	}
 	fc := newFake(hooks{create: seeCreate})
 	obj = copyOf()
-	op, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, setK(obj))
+	op, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, setK(obj))
 	if err != nil || op != controllerutil.OperationResultCreated {
 		t.Fatalf("returned (%q, %v), want created", op, err)
 	}
@@ -319,7 +319,7 @@ func TestNotRetried(t *testing.T) {
 			if c.f != nil {
 				f = c.f
 			}
-			if _, err := ctrlretry.CreateOrUpdate(t.Context(), fc, obj, f(obj), opts...); err != c.want {
+			if _, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, f(obj), opts...); err != c.want {
 				t.Errorf("returned %v, want %v itself", err, c.want)
 			}
 			if in.attempts != c.attempts {

@@ -302,6 +302,13 @@ func startManager(t *testing.T, ctx context.Context, s *testserver.Server, ns, n
 // whose cache holds ns, without leader election, metrics or probes.
 func newManager(t *testing.T, cfg *rest.Config, ns string) manager.Manager {
 	t.Helper()
+	return newManagerWith(t, cfg, ns, crClient{cached: true})
+}
+
+// newManagerWith is newManager whose client reads its cache as m says
+// (read-your-writes or not).
+func newManagerWith(t *testing.T, cfg *rest.Config, ns string, m crClient) manager.Manager {
+	t.Helper()
 	// The manager's log says nothing the tests check; without a logger
 	// controller-runtime complains on standard error after 30s.
 	ctrllog.SetLogger(logr.Discard())
@@ -310,6 +317,7 @@ func newManager(t *testing.T, cfg *rest.Config, ns string) manager.Manager {
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Client:                 client.Options{Cache: m.cacheOptions(nil)}, // the manager's cache as Reader
 		// -count=N builds the same controller again in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

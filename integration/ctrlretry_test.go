@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,9 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/ctrlretry"
@@ -26,15 +32,114 @@ import (
 
 // TestCtrlretry runs ctrlretry beside controllerutil on one apiserver: the
 // cases of controllerutil's own tests through both (same results, same
-// requests), the races controllerutil returns and ctrlretry retries, 16
-// writers through a manager's cached client, and the controller-runtime
-// guide's reconciler.
+// requests), the races controllerutil returns and ctrlretry retries (through
+// the server and through a cache), 16 writers through a manager's cached
+// client, and the controller-runtime guide's reconciler. The races and the
+// cached writers run with controller-runtime's read-your-writes consistency
+// off and on.
 func TestCtrlretry(t *testing.T) {
 	s := startServer(t)
 	t.Run("ControllerutilCases", func(t *testing.T) { testControllerutilCases(t, s) })
-	t.Run("Races", func(t *testing.T) { testCtrlretryRaces(t, s) })
-	t.Run("CachedWriters", func(t *testing.T) { testCachedWriters(t, s) })
+	t.Run("Races", func(t *testing.T) {
+		for _, m := range crClients {
+			t.Run(m.name, func(t *testing.T) { testCtrlretryRaces(t, s, m) })
+		}
+	})
+	t.Run("CachedWriters", func(t *testing.T) {
+		for _, m := range crClients {
+			if m.cached {
+				t.Run(m.name, func(t *testing.T) { testCachedWriters(t, s, m) })
+			}
+		}
+	})
 	t.Run("Guide", func(t *testing.T) { testControllerRuntimeGuide(t, s) })
+}
+
+// crClient is how a controller-runtime client reads: from the server, or
+// from a cache, with or without controller-runtime's read-your-writes
+// consistency (client.CacheOptions.EnableReadYourWritesConsistency: a read
+// from the cache waits until it holds the client's own writes).
+type crClient struct {
+	name                   string
+	cached, readYourWrites bool
+}
+
+var crClients = []crClient{
+	{name: "Uncached"},
+	{name: "Cached", cached: true},
+	{name: "CachedReadYourWrites", cached: true, readYourWrites: true},
+}
+
+// cacheOptions are a client's options for m's cache, read from reader.
+func (m crClient) cacheOptions(reader client.Reader) *client.CacheOptions {
+	return &client.CacheOptions{Reader: reader, EnableReadYourWritesConsistency: ptr.To(m.readYourWrites)}
+}
+
+// consistencyWaits returns how many reads controller-runtime's
+// read-your-writes client has made wait (its wait histogram's count, in
+// the process's controller-runtime registry).
+func consistencyWaits(t *testing.T) uint64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == "controller_runtime_client_consistency_wait_duration_seconds" {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
+
+// checkConsistencyWaits fails t unless the reads since before went through
+// the read-your-writes client exactly when m has it on.
+func (m crClient) checkConsistencyWaits(t *testing.T, before uint64) {
+	t.Helper()
+	reads := consistencyWaits(t) - before
+	t.Logf("%d reads through the read-your-writes client", reads)
+	if m.readYourWrites != (reads > 0) {
+		t.Errorf("%d reads through the read-your-writes client; read-your-writes on: %v", reads, m.readYourWrites)
+	}
+}
+
+// startCache starts a cache of every namespace on cfg, stopped when t
+// ends, with its ConfigMap informer synced.
+func startCache(t *testing.T, cfg *rest.Config) cache.Cache {
+	t.Helper()
+	c, err := cache.New(cfg, cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	})
+	if _, err := c.GetInformer(ctx, &corev1.ConfigMap{}, cache.BlockUntilSynced(true)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// awaitCached returns once reader holds obj at its resourceVersion.
+func awaitCached(t *testing.T, ctx context.Context, reader client.Reader, obj client.Object) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		err := reader.Get(ctx, client.ObjectKeyFromObject(obj), &cm)
+		return err == nil && cm.ResourceVersion == obj.GetResourceVersion(), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("the cache never held %s at resourceVersion %s: %v", obj.GetName(), obj.GetResourceVersion(), err)
+	}
 }
 
 // crOperation is CreateOrUpdate or CreateOrPatch, of controllerutil or of
@@ -347,24 +452,43 @@ var crRaces = []crRace{
 // listed, and stores what a fresh call would on the store the other writer
 // left: the stored labels after a read (a label the other writer removed
 // does not come back), the caller's after a create (not the first read's,
-// nor its resourceVersion).
-func testCtrlretryRaces(t *testing.T, s *testserver.Server) {
+// nor its resourceVersion). Through m's cache the reads are not on the
+// wire and a re-read may be stale (the cache has not seen the other
+// writer yet): ctrlretry waits for a fresh one and sends the same writes.
+func testCtrlretryRaces(t *testing.T, s *testserver.Server, m crClient) {
 	w := newWriteEnv(t, s.Config)
-	c, err := client.New(w.counted, client.Options{})
+	opts := client.Options{}
+	var reader client.Reader
+	if m.cached {
+		reader = startCache(t, s.Config)
+		opts.Cache = m.cacheOptions(reader)
+	}
+	c, err := client.New(w.counted, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	waits := consistencyWaits(t)
+	defer func() { m.checkConsistencyWaits(t, waits) }()
 	for _, r := range crRaces {
 		op := crOperations[r.op]
 		t.Run(op.name+"/"+r.name, func(t *testing.T) {
 			ctx := t.Context()
+			want := r.wire
+			if m.cached {
+				want = maps.Clone(r.wire)
+				maps.DeleteFunc(want, func(k string, _ int) bool { return strings.HasPrefix(k, "get ") })
+			}
 			call := func(impl crOperation) (string, *corev1.ConfigMap, controllerutil.OperationResult, map[string]int, error) {
 				ns := w.namespace(t, "race-")
 				cms := w.admin.CoreV1().ConfigMaps(ns)
 				if r.existing {
-					if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Labels: map[string]string{"stored": "yes", "gone": "yes"}},
-						Data: map[string]string{"k": "old"}}, metav1.CreateOptions{}); err != nil {
+					created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Labels: map[string]string{"stored": "yes", "gone": "yes"}},
+						Data: map[string]string{"k": "old"}}, metav1.CreateOptions{})
+					if err != nil {
 						t.Fatal(err)
+					}
+					if m.cached {
+						awaitCached(t, ctx, reader, created) // the race is the other writer's, not the cache's
 					}
 				}
 				w.before(r.verb, "configmaps", func() {
@@ -396,8 +520,8 @@ func testCtrlretryRaces(t *testing.T, s *testserver.Server) {
 			if err != nil || res != r.want {
 				t.Fatalf("ctrlretry returned (%q, %v), want (%q, nil)", res, err, r.want)
 			}
-			if !maps.Equal(wire, r.wire) {
-				t.Errorf("requests %v, want %v", wire, r.wire)
+			if !maps.Equal(wire, want) {
+				t.Errorf("requests %v, want %v", wire, want)
 			}
 			stored, err := w.admin.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
 			if err != nil {
@@ -463,11 +587,14 @@ func (c *racingClient) Create(ctx context.Context, obj client.Object, opts ...cl
 // must all return nil, one having created the object and the others found
 // it unchanged, and each must send one create: a NotFound that the cache
 // answers right after the writer's AlreadyExists is stale and waits, it is
-// never sent as another create. controllerutil's errors are counted beside
-// them.
-func testCachedWriters(t *testing.T, s *testserver.Server) {
+// never sent as another create (read-your-writes or not: the cache waits
+// for the client's own writes, and the losers wrote nothing). controllerutil's
+// errors are counted beside them.
+func testCachedWriters(t *testing.T, s *testserver.Server, m crClient) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	waits := consistencyWaits(t)
+	defer func() { m.checkConsistencyWaits(t, waits) }()
 	const writers = 16
 	type group struct {
 		name    string
@@ -486,7 +613,7 @@ func testCachedWriters(t *testing.T, s *testserver.Server) {
 	}
 	for _, g := range groups {
 		g.ns = createNamespace(t, s, "cached-")
-		g.mgr = newManager(t, g.wire.Config(s.Config), g.ns)
+		g.mgr = newManagerWith(t, g.wire.Config(s.Config), g.ns, m)
 		runManager(t, g.mgr)
 		// The cache starts an informer for a kind at its first read.
 		if err := g.mgr.GetClient().List(ctx, &corev1.ConfigMapList{}, client.InNamespace(g.ns)); err != nil {
