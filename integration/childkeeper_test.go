@@ -205,6 +205,15 @@ func testCreateOrUpdateControllerRuntime(t *testing.T, s *testserver.Server) {
 	// reconciler has retried a few times and recreated the child after a
 	// deletion (bounded: a run without either fails below).
 	const minRetries, maxRounds = 5, 300
+	// The rounds start once the reconciler has created the child: on a
+	// loaded machine the manager's cache may sync after a writer that
+	// started at once had run all its rounds against no child at all.
+	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool {
+		_, err := cms.Get(ctx, childKey.Name, metav1.GetOptions{})
+		return err == nil
+	}); err != nil {
+		t.Fatalf("the reconciler did not create the child: %v", err)
+	}
 	rounds, deletes, tampers, last := 0, 0, 0, "0"
 	for rounds < maxRounds {
 		k.mu.Lock()
