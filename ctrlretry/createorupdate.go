@@ -96,6 +96,9 @@ func loop(ctx context.Context, name string, op operation, c client.Client, obj c
 	if err != nil {
 		return controllerutil.OperationResultNone, fmt.Errorf("retry: ctrlretry.%s: %w", name, err)
 	}
+	if f == nil { // controllerutil before controller-runtime v0.21 would call it
+		f = func() error { return nil }
+	}
 	cfg := newConfig(opts)
 	a := &attemptClient{Client: c, reader: cfg.reader}
 	if a.reader == nil {
