@@ -165,11 +165,12 @@
 //
 // The loops and functions are safe for concurrent use; a loop starts no
 // goroutine, and the success path of [OnError], [RetryOnConflict],
-// [OnErrorValue] and their context variants does not allocate, with a
-// [Budget] or [WithOnDone] too. A Budget is shared by any number of
-// goroutines. The loops
-// take their [Backoff] by value, so [DefaultRetry] and the other variables
-// may be passed from any number of goroutines. [Backoff.Step] changes its
-// receiver: to step a default yourself, step a copy (b := retry.DefaultBackoff;
-// b.Step()), never the package's variable.
+// [OnErrorValue] and their context variants does not allocate, with
+// [WithOnDone] or a [Budget] not put on the wire too (a context loop given
+// a Budget on the wire marks its attempt's context: one allocation). A
+// Budget is shared by any number of goroutines. The loops take their
+// [Backoff] by value, so [DefaultRetry] and the other variables may be
+// passed from any number of goroutines. [Backoff.Step] changes its
+// receiver: to step a default yourself, step a copy (b :=
+// retry.DefaultBackoff; b.Step()), never the package's variable.
 package retry

@@ -98,7 +98,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			out = failedTransiently
 		case budget != nil || retry && fn.plain == nil:
 			out = judge(err) // for the budget, and the next attempt's mark
-		case retry && refused(err):
+		case retry && errors.Is(err, ErrBudgetExhausted):
 			out = budgetRefused
 		}
 		if budget != nil {
@@ -209,7 +209,7 @@ func attemptTimedOut(loopCtx, attemptCtx context.Context, err error) bool {
 	// The attempt's cause is read first: a loop's context that ends passes
 	// its own cause to the attempt's only after it is done itself.
 	if err == nil || context.Cause(attemptCtx) != errAttemptTimeout || loopCtx.Err() != nil ||
-		refused(err) {
+		errors.Is(err, ErrBudgetExhausted) {
 		return false
 	}
 	var netErr net.Error

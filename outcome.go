@@ -31,7 +31,7 @@ func judge(err error) outcome {
 	switch {
 	case err == nil:
 		return answered
-	case refused(err):
+	case errors.Is(err, ErrBudgetExhausted):
 		return budgetRefused
 	case transient(err, false):
 		return failedTransiently
@@ -39,18 +39,4 @@ func judge(err error) outcome {
 		return unanswered
 	}
 	return answered
-}
-
-// refused reports whether err is or wraps ErrBudgetExhausted: a Budget's
-// refusal, which ends any loop at once. Every failed attempt that a loop
-// would retry asks, so an error that wraps nothing (as most do) is
-// compared with ErrBudgetExhausted itself, without the cost of errors.Is,
-// which would double that of the loop's failure path. A Budget's errors
-// are found through Unwrap, never through an Is method.
-func refused(err error) bool {
-	switch err.(type) {
-	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
-		return errors.Is(err, ErrBudgetExhausted)
-	}
-	return err == ErrBudgetExhausted
 }
