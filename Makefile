@@ -115,7 +115,8 @@ bench:
 
 ## bench-check: the benchmarks' guard on BENCH_OUT (run make bench first, with
 ## BENCH_COUNT of at least 4): fail when this library is significantly slower
-## than client-go's or apimachinery's counterpart, or allocates on the success path
+## than client-go's or apimachinery's counterpart (beyond a 10% noise floor),
+## or allocates on the success path
 bench-check:
 	@test -s $(BENCH_OUT) || { echo "$(BENCH_OUT) is empty or missing: run make bench first"; exit 1; }
 	@$(BENCHSTAT) -format csv $(BENCH_SIDE) $(BENCH_OUT) 2>/dev/null | \

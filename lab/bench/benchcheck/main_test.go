@@ -50,8 +50,11 @@ func TestCheck(t *testing.T) {
 		{"not significant, slower median", func(_ map[string][]float64, s map[string]map[string]row) {
 			s["sec/op"]["RetryAfter"] = row{base: 10e-9, ours: 11e-9, delta: "~", p: "p=0.481 n=10"}
 		}, ""},
-		{"significantly slower", func(_ map[string][]float64, s map[string]map[string]row) {
+		{"significantly slower within the noise floor", func(_ map[string][]float64, s map[string]map[string]row) {
 			s["sec/op"]["BackoffStep"] = row{base: 10e-9, ours: 10.5e-9, delta: "+5.00%", p: "p=0.002 n=10"}
+		}, ""},
+		{"significantly slower", func(_ map[string][]float64, s map[string]map[string]row) {
+			s["sec/op"]["BackoffStep"] = row{base: 10e-9, ours: 11.5e-9, delta: "+15.00%", p: "p=0.002 n=10"}
 		}, "BackoffStep never slower"},
 		{"a benchmark beyond the list", func(_ map[string][]float64, s map[string]map[string]row) {
 			s["sec/op"]["NewOne"] = row{base: 10e-9, ours: 20e-9, delta: "+100.00%", p: "p=0.000 n=10"}
