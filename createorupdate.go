@@ -37,8 +37,9 @@ import (
 //     one etcd) the ResourceQuota admission of each updates the
 //     namespace's quota, and a create that loses that race is refused with
 //     a Conflict on the resourcequotas (kubernetes/kubernetes#67761). The
-//     next attempt calls get. Every create in the namespace writes that quota, a hot object:
-//     in a busy namespace give the loop [HotObjectBackoff]. Any other
+//     next attempt calls get. Every create in the namespace writes that
+//     quota, a hot object: in a busy namespace give the loop
+//     [HotObjectBackoff]. Any other
 //     error of create (a namespace that does not exist, say) is returned
 //     as it is.
 //  3. When get returns the object, the attempt updates it by the rules 2-4

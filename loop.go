@@ -35,9 +35,10 @@ func (f attemptFunc) call(ctx context.Context, retriable func(error) bool) (retr
 
 // run is the one loop behind every exported loop. ctx is
 // context.Background() for the loops whose fn takes none (fn.plain), whose
-// first attempt a hold cannot keep waiting. retriable judges fn's errors (nil for a write
-// attempt, which judges its own). retryAfter is the loop's default
-// server-delay source (nil for none), which [WithRetryAfter] replaces.
+// first attempt a hold cannot keep waiting. retriable judges fn's errors
+// (nil for a write attempt, which judges its own). retryAfter is the
+// loop's default server-delay source (nil for none), which
+// [WithRetryAfter] replaces.
 func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptFunc, retryAfter func(error) (time.Duration, bool), opts []Option) error {
 	switch {
 	case fn.plain == nil && fn.withCtx == nil && fn.write == nil:

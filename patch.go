@@ -35,7 +35,8 @@ import "context"
 // Both objects are encoded with encoding/json, as client-go's typed
 // clients and *unstructured.Unstructured encode them. A nil patch, a nil
 // mutate, or a nil get with a current that carries no resourceVersion
-// returns an error at once and calls nothing. [Patch] is its form for a client-go typed client.
+// returns an error at once and calls nothing. [Patch] is its form for a
+// client-go typed client.
 func PatchOnConflict[T Object](ctx context.Context, backoff Backoff, current T,
 	get func(context.Context) (T, error), mutate func(T) error,
 	patch func(ctx context.Context, obj T, data []byte) (T, error), opts ...Option) (T, error) {

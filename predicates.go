@@ -41,8 +41,8 @@ import (
 //     [RetryOnConflictWithContext] or [UpdateOnConflict] rather than
 //     IsTransient.
 //
-// It is false for nil, for every other Conflict and every other 4xx, and for the
-// context package's own errors, context.Canceled and
+// It is false for nil, for every other Conflict and every other 4xx, and
+// for the context package's own errors, context.Canceled and
 // context.DeadlineExceeded, wrapped too (a url.Error included): the caller
 // gave up, and another attempt under the same context would fail as well.
 // A net/http or net timeout answers errors.Is(err, context.DeadlineExceeded)
