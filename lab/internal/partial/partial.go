@@ -10,7 +10,6 @@ package partial
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -202,18 +201,7 @@ func (e *Env) newController(ctx context.Context, sched Schedule, p outage.Policy
 		}
 		c.names = append(c.names, name)
 	}
-	// Requests counted below the policy's wrapper; client-go's own
-	// retries at their default; no client-side rate limit; a dialer of
-	// its own, so the controller has a transport and connections of its
-	// own, as a process of its own has.
-	cfg := c.wire.Config(e.Config)
-	cfg.QPS, cfg.Burst = 1000, 10000
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	cfg.Dial = d.DialContext
-	if c.inst.Wrap != nil {
-		cfg.Wrap(c.inst.Wrap)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(c.inst.Config(e.Config, c.wire))
 	if err != nil {
 		return nil, err
 	}
