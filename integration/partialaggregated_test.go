@@ -2,21 +2,17 @@ package integration_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 
+	"github.com/kuberetry/retry/integration/testenv/aggregated"
 	"github.com/kuberetry/retry/integration/testenv/poll"
 	"github.com/kuberetry/retry/integration/testenv/reqcount"
 	"github.com/kuberetry/retry/integration/testenv/testserver"
@@ -29,8 +25,6 @@ const (
 	aggVersion  = "v1beta1"
 	aggResource = "widgets"
 )
-
-var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 // TestPartialFailureAggregatedAPI is issue 27's aggregated API that is
 // down: an APIService for a group of the test's own, backed by a Service
@@ -50,11 +44,7 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 func TestPartialFailureAggregatedAPI(t *testing.T) {
 	s := startServer(t)
 	ns := createNamespace(t, s, "partial-aggregated-")
-	admin, err := dynamic.NewForConfig(s.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startAggregatedAPIDown(t, s, admin, ns)
+	down := startAggregatedAPIDown(t, s, ns)
 
 	widgets := schema.GroupVersionResource{Group: aggGroup, Version: aggVersion, Resource: aggResource}
 	setup := &pfSetup{
@@ -96,7 +86,7 @@ func TestPartialFailureAggregatedAPI(t *testing.T) {
 	for _, ph := range []pfPhase{
 		{name: "quiet", pause: time.Second, length: 5 * time.Second},
 		{name: "busy", pause: 50 * time.Millisecond, length: 5 * time.Second, fix: func(ctx context.Context) error {
-			return stopAggregatedAPI(t, ctx, s, admin, ns)
+			return stopAggregatedAPI(t, ctx, down, ns)
 		}},
 	} {
 		t.Run(ph.name, func(t *testing.T) {
@@ -118,92 +108,44 @@ func aggPath(ns, name string) string {
 	return fmt.Sprintf("/apis/%s/%s/namespaces/%s/%s/%s", aggGroup, aggVersion, ns, aggResource, name)
 }
 
-// statusOf returns the status code the server answers a GET of path with,
-// through s's own client (no budget).
-func statusOf(ctx context.Context, s *testserver.Server, path string) (int, error) {
-	var code int
-	err := s.Client.CoreV1().RESTClient().Get().AbsPath(path).Do(ctx).StatusCode(&code).Error()
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		code = int(status.Status().Code)
-	}
-	return code, err
-}
-
-// startAggregatedAPIDown registers the APIService of aggGroup, backed by a
-// Service with no endpoints, and waits until the aggregator answers 503 for
-// the group's resource and its discovery. It reports how long that took
-// and how long the APIService took to be marked unavailable.
-func startAggregatedAPIDown(t *testing.T, s *testserver.Server, admin dynamic.Interface, ns string) {
+// startAggregatedAPIDown takes aggGroup down (its APIService backed by a
+// Service with no endpoints) and waits until the aggregator answers 503
+// for the group's resource and its discovery. It reports how long that
+// took and how long the APIService took to be marked unavailable.
+func startAggregatedAPIDown(t *testing.T, s *testserver.Server, ns string) *aggregated.Down {
 	t.Helper()
 	ctx := t.Context()
-	// No selector and no Endpoints or EndpointSlice: nothing serves it.
-	if _, err := s.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-down"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(443)}}},
-	}, metav1.CreateOptions{}); err != nil {
+	down, err := aggregated.TakeDown(ctx, s.Config, aggregated.API{
+		Group: aggGroup, Version: aggVersion,
+		Namespace: ns, Service: "metrics-down",
+		Probe: aggPath(ns, "w"), Timeout: 20 * time.Second,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	created := time.Now()
-	if _, err := admin.Resource(apiServices).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": aggVersion + "." + aggGroup},
-		"spec": map[string]any{
-			"group":                 aggGroup,
-			"version":               aggVersion,
-			"groupPriorityMinimum":  int64(1000),
-			"versionPriority":       int64(15),
-			"insecureSkipTLSVerify": true,
-			"service":               map[string]any{"namespace": ns, "name": "metrics-down", "port": int64(443)},
-		},
-	}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var code int
-	var lastErr error
-	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool {
-		code, lastErr = statusOf(ctx, s, aggPath(ns, "w"))
-		return code == http.StatusServiceUnavailable
-	}); err != nil {
-		t.Fatalf("the aggregator never answered 503 for %s: last %d, %v", aggPath(ns, "w"), code, lastErr)
-	}
-	answered := time.Since(created)
-	discCode, discErr := statusOf(ctx, s, "/apis/"+aggGroup+"/"+aggVersion)
+	discCode, discErr := down.Status(ctx, "/apis/"+aggGroup+"/"+aggVersion)
 	if discCode != http.StatusServiceUnavailable {
 		t.Fatalf("the group's discovery answered %d (%v), want 503", discCode, discErr)
 	}
-	var reason string
-	if err := poll.Until(ctx, 10*time.Millisecond, 20*time.Second, func() bool {
-		obj, err := admin.Resource(apiServices).Get(ctx, aggVersion+"."+aggGroup, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Available" && m["status"] == "False" {
-				reason = fmt.Sprintf("%v: %v", m["reason"], m["message"])
-				return true
-			}
-		}
-		return false
-	}); err != nil {
-		t.Errorf("the APIService was never marked unavailable: %v", err)
+	reason, err := down.WaitUnavailable(ctx, 20*time.Second)
+	if err != nil {
+		t.Error(err)
 	}
 	t.Logf("the aggregator answered 503 for the group %v after the APIService was created (%v); its discovery 503 too (%v); the APIService unavailable after %v (%s)",
-		answered.Round(time.Millisecond), lastErr, discErr, time.Since(created).Round(time.Millisecond), reason)
+		down.Answered.Round(time.Millisecond), down.Answer, discErr, time.Since(down.Created).Round(time.Millisecond), reason)
+	return down
 }
 
-// stopAggregatedAPI deletes the APIService and reports when the server
-// itself answers 404 for the group's resource.
-func stopAggregatedAPI(t *testing.T, ctx context.Context, s *testserver.Server, admin dynamic.Interface, ns string) error {
+// stopAggregatedAPI deletes the APIService (and its Service) and reports
+// when the server itself answers 404 for the group's resource.
+func stopAggregatedAPI(t *testing.T, ctx context.Context, down *aggregated.Down, ns string) error {
 	deleted := time.Now()
-	if err := admin.Resource(apiServices).Delete(ctx, aggVersion+"."+aggGroup, metav1.DeleteOptions{}); err != nil {
-		return fmt.Errorf("delete the APIService: %w", err)
+	if err := down.Restore(ctx); err != nil {
+		return err
 	}
 	var code int
 	if err := poll.Until(ctx, 5*time.Millisecond, 10*time.Second, func() bool {
-		code, _ = statusOf(ctx, s, aggPath(ns, "w"))
+		code, _ = down.Status(ctx, aggPath(ns, "w"))
 		return code == http.StatusNotFound
 	}); err != nil {
 		return fmt.Errorf("the group still answered %d 10s after its APIService was deleted", code)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/testenv/contention"
 	"github.com/kuberetry/retry/integration/testenv/poll"
 	"github.com/kuberetry/retry/integration/testenv/reqcount"
 	"github.com/kuberetry/retry/integration/testenv/testserver"
@@ -313,7 +314,7 @@ func (p *pfProcess) figures(f *pfFigures, begin, stop time.Time) {
 		}
 	}
 	slices.Sort(lat)
-	f.p50, f.p99 = nearestRank(lat, 50), nearestRank(lat, 99)
+	f.p50, f.p99 = contention.Percentile(lat, 50), contention.Percentile(lat, 99)
 	for _, w := range p.waits {
 		if w.start.Before(begin) || !w.start.Before(stop) {
 			continue
@@ -329,15 +330,6 @@ func (p *pfProcess) figures(f *pfFigures, begin, stop time.Time) {
 		}
 		f.maxWait[w.class] = max(f.maxWait[w.class], w.wait)
 	}
-}
-
-// nearestRank returns the p-th percentile of sorted, by nearest rank.
-func nearestRank(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100
-	return sorted[max(rank, 1)-1]
 }
 
 // total returns the requests in c.

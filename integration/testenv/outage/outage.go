@@ -13,7 +13,6 @@ package outage
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
@@ -342,19 +341,9 @@ func (e *Env) newRunner(ctx context.Context, sched Schedule, run Run) (*runner, 
 		}
 	}
 	// The server's own config (its TLS settings name the server) through
-	// the proxy; requests counted below the policy's wrapper, so a request
-	// the policy refuses or holds is not on the wire; no client-side rate
-	// limit. client-go's own retries stay at their default.
-	cfg := r.wire.Config(e.Config)
+	// the proxy.
+	cfg := r.inst.Config(e.Config, r.wire)
 	cfg.Host = "https://" + proxy.Addr()
-	cfg.QPS, cfg.Burst = 1000, 10000
-	// A dialer of its own, so client-go's transport cache gives the run a
-	// transport and connections of its own, as a process of its own has.
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	cfg.Dial = d.DialContext
-	if r.inst.Wrap != nil {
-		cfg.Wrap(r.inst.Wrap)
-	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		proxy.Close()

@@ -2,13 +2,17 @@ package outage
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
 // Policy is what bounds the load of a run.
@@ -32,6 +36,23 @@ type Instance struct {
 	Loop func(ctx context.Context, fn func(context.Context) error) error
 	// CallContext, if not nil, marks the context of each call.
 	CallContext func(context.Context) context.Context
+}
+
+// Config returns a copy of base for the clients of one controller
+// process under the policy: every request counted by wire, below Wrap, so
+// a request the policy refuses or holds is not counted; no client-side
+// rate limit (client-go's own retries stay at their default); and a
+// dialer of its own, so client-go's transport cache gives the process a
+// transport and connections of its own.
+func (i *Instance) Config(base *rest.Config, wire *reqcount.Counter) *rest.Config {
+	cfg := wire.Config(base)
+	cfg.QPS, cfg.Burst = 1000, 10000
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	cfg.Dial = d.DialContext
+	if i.Wrap != nil {
+		cfg.Wrap(i.Wrap)
+	}
+	return cfg
 }
 
 // Do makes fn one call of a worker: in the policy's loop, or else the

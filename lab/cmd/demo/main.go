@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -46,13 +45,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv("KUBECONFIG"), os.Stdout, cluster.NewProgress(os.Stderr)); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		stop()
-		os.Exit(1)
-	}
+	cluster.Main("demo", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv("KUBECONFIG"), os.Stdout, cluster.NewProgress(os.Stderr))
+	})
 }
 
 // strategies are the retry loops compared, each with the Steps of its

@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,13 +59,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, cluster.NewProgress(os.Stderr)); err != nil {
-		fmt.Fprintln(os.Stderr, "outages:", err)
-		stop()
-		os.Exit(1)
-	}
+	cluster.Main("outages", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Stdout, cluster.NewProgress(os.Stderr))
+	})
 }
 
 // lengths are the full outage's lengths.

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/kuberetry/retry/integration/testenv/outage"
+	"github.com/kuberetry/retry/lab/internal/figure"
 )
 
 // csvHeader names the columns of outages.csv, one row per run.
@@ -156,15 +157,7 @@ func drawPlot(path string, policies []outage.Policy, rs []*outage.Result) error 
 		}
 		p.Draw(tiles.At(dc, i, 0))
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: canvas}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return figure.WritePNG(path, canvas)
 }
 
 // group is a group of bars: the runs of one outage length and caller.

@@ -41,7 +41,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,13 +55,9 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv("KUBECONFIG"), os.Stdout, cluster.NewProgress(os.Stderr)); err != nil {
-		fmt.Fprintln(os.Stderr, "study:", err)
-		stop()
-		os.Exit(1)
-	}
+	cluster.Main("study", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Getenv("KUBECONFIG"), os.Stdout, cluster.NewProgress(os.Stderr))
+	})
 }
 
 // plan is the size of a study.

@@ -17,6 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/kuberetry/retry/integration/testenv/contention"
+	"github.com/kuberetry/retry/lab/internal/figure"
 )
 
 // csvHeader names the columns of study.csv, one row per run.
@@ -226,15 +227,7 @@ func drawPlots(dir string, names []string, highlight string, rs []record, subtit
 func savePNG(p *plot.Plot, path string) error {
 	canvas := vgimg.NewWith(vgimg.UseWH(9*vg.Inch, 6*vg.Inch), vgimg.UseDPI(110))
 	p.Draw(draw.New(canvas))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: canvas}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return figure.WritePNG(path, canvas)
 }
 
 // spread is a line's points with the range of the repetitions around each.

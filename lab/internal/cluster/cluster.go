@@ -1,7 +1,8 @@
 // Package cluster is where the lab's commands run their workloads: a
 // namespace on an in-process kube-apiserver, an HA control plane in
-// process or the cluster of a kubeconfig (Cluster, ClusterFlags), and the
-// progress they report on standard error (Progress).
+// process or the cluster of a kubeconfig (Cluster, ClusterFlags), the
+// progress they report on standard error (Progress), and their main
+// (Main).
 package cluster
 
 import (

@@ -9,24 +9,18 @@ package partial
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/testenv/aggregated"
 	"github.com/kuberetry/retry/integration/testenv/contention"
 	"github.com/kuberetry/retry/integration/testenv/outage"
 	"github.com/kuberetry/retry/integration/testenv/reqcount"
@@ -117,61 +111,20 @@ type Env struct {
 	Namespace string
 }
 
-// apiServices is the resource of the aggregator's registrations.
-var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-
 // TakeDown registers Group/Version as an aggregated API served by a
 // Service of e's namespace with no endpoints, and waits until the
 // aggregator answers 503 for it. The returned function deletes the
 // registration and the Service.
 func (e *Env) TakeDown(ctx context.Context) (restore func(context.Context) error, err error) {
-	svc, err := e.Client.CoreV1().Services(e.Namespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "unreachable-aggregated-api"},
-		// No selector and no EndpointSlice: nothing behind it.
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(443)}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("create the aggregated API's service: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(e.Config)
+	down, err := aggregated.TakeDown(ctx, e.Config, aggregated.API{
+		Group: Group, Version: Version,
+		Namespace: e.Namespace, Service: "unreachable-aggregated-api",
+		Probe: path(e.Namespace), Timeout: time.Minute,
+	})
 	if err != nil {
 		return nil, err
 	}
-	name := Version + "." + Group
-	reg := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"group": Group, "version": Version,
-			"service":               map[string]any{"namespace": e.Namespace, "name": svc.Name, "port": int64(443)},
-			"insecureSkipTLSVerify": true,
-			"groupPriorityMinimum":  int64(1000),
-			"versionPriority":       int64(15),
-		},
-	}}
-	if _, err := dyn.Resource(apiServices).Create(ctx, reg, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("register the aggregated API: %w", err)
-	}
-	restore = func(ctx context.Context) error {
-		return errors.Join(
-			dyn.Resource(apiServices).Delete(ctx, name, metav1.DeleteOptions{}),
-			e.Client.CoreV1().Services(e.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}))
-	}
-	rc := e.Client.CoreV1().RESTClient()
-	var last error
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		last = rc.Get().AbsPath(path(e.Namespace)).Do(ctx).Error()
-		if apierrors.IsServiceUnavailable(last) {
-			return restore, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(ctx.Err(), restore(context.Background()))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil, errors.Join(fmt.Errorf("the aggregator did not answer 503 for %s within a minute: %v", name, last), restore(ctx))
+	return down.Restore, nil
 }
 
 // path is the failing workers' request: a list in the group that is
@@ -248,18 +201,7 @@ func (e *Env) newController(ctx context.Context, sched Schedule, p outage.Policy
 		}
 		c.names = append(c.names, name)
 	}
-	// Requests counted below the policy's wrapper; client-go's own
-	// retries at their default; no client-side rate limit; a dialer of
-	// its own, so the controller has a transport and connections of its
-	// own, as a process of its own has.
-	cfg := c.wire.Config(e.Config)
-	cfg.QPS, cfg.Burst = 1000, 10000
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	cfg.Dial = d.DialContext
-	if c.inst.Wrap != nil {
-		cfg.Wrap(c.inst.Wrap)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(c.inst.Config(e.Config, c.wire))
 	if err != nil {
 		return nil, err
 	}
