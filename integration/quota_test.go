@@ -121,7 +121,14 @@ func quotaRace(t *testing.T, servers []*testserver.Server, via string, config fu
 				t.Fatalf("apiserver %d: 100 creates, and its quota admission counted none", i)
 			}
 			was := used()
-			if _, err := s.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d-%d", i, n)}}, metav1.CreateOptions{}); err != nil {
+			// The probe's create may meet the very race this test
+			// measures (the quota admission's Conflict, which IsTransient
+			// accepts): it is retried, as a writer's create would be.
+			probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d-%d", i, n)}}
+			if err := retry.OnErrorWithContext(ctx, retry.DefaultRetry, retry.IsTransient, func(ctx context.Context) error {
+				_, err := s.Client.CoreV1().ConfigMaps(ns).Create(ctx, probe, metav1.CreateOptions{})
+				return err
+			}); err != nil {
 				t.Fatal(err)
 			}
 			probes++
