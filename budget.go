@@ -83,10 +83,16 @@ type Budget struct {
 	// A scope's hold starts when the budget refuses a retry that follows
 	// a transient failure of that scope ([IsTransient], a 429 or 5xx
 	// response, a transport error; never a Conflict, not even the quota
-	// admission's that IsTransient accepts), unless the retry was a loop's
-	// on a Budget on the wire; or when at least 3 first attempts of the
-	// scope failed transiently within 10*Hold with no success since the
-	// first of them. While it lasts, each first attempt of the scope (a
+	// admission's that IsTransient accepts); or when at least 3 first
+	// attempts of the scope failed transiently within 10*Hold with no
+	// success since the first of them. On the wire a refused retry starts
+	// a hold only when it is a client-go resend, and only in the scope
+	// whose failure it follows, whatever else failed meanwhile: the
+	// server's after no response or a 429, the resource's after a 5xx. A
+	// loop's later attempt refused on the wire, by the loop's WithBudget
+	// or by WrapTransport, starts none: the wire does not know which scope
+	// the loop's previous attempt failed, and that scope's own failed
+	// first attempts start its hold. While it lasts, each first attempt of the scope (a
 	// loop call's first attempt, a request through WrapTransport that is
 	// not a retry) waits without sending until the hold ends or its
 	// context ends (then the error matches both the context's error and

@@ -112,19 +112,6 @@ func (t *holdTable) start(s scope, now time.Time, timing holdTiming) {
 	h.start(now, timing)
 }
 
-// failedOf returns the scope a refused retry's failure belongs to: the
-// server when it is held or failed within timing.span (since its last
-// answer), else the resource scope when the request has one, else the
-// server.
-func (t *holdTable) failedOf(server, resource scope, now time.Time, timing holdTiming) scope {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if h := t.scopes[server]; h != nil && (h.on || now.Sub(h.lastFailure) < timing.span) || resource.kind == noScope {
-		return server
-	}
-	return resource
-}
-
 // observation is what an attempt said about one of its scopes (a scope of
 // kind noScope is none).
 type observation struct {

@@ -15,9 +15,10 @@ const (
 )
 
 // resendTable remembers the requests whose latest answer client-go
-// resends, for a Window: a set-associative cache of their keys, of a
-// fixed size, so that memory does not grow with the number of URLs. Its
-// lock guards every field but seed, which never changes.
+// resends, and which of their scopes that answer was a failure of, for a
+// Window: a set-associative cache of their keys, of a fixed size, so that
+// memory does not grow with the number of URLs. Its lock guards every
+// field but seed, which never changes.
 type resendTable struct {
 	seed   maphash.Seed
 	mu     sync.Mutex
@@ -27,8 +28,9 @@ type resendTable struct {
 }
 
 type resendEntry struct {
-	key uint64 // 0: empty
-	at  time.Time
+	key    uint64 // 0: empty
+	at     time.Time
+	failed scopeKind // the scope whose failure client-go resends after
 }
 
 func newResendTable() *resendTable { return &resendTable{seed: maphash.MakeSeed()} }
@@ -45,38 +47,44 @@ func (t *resendTable) key(req *http.Request) uint64 {
 	return max(h.Sum64(), 1)
 }
 
-// recent reports whether req's resendable answer came less than window
-// before now (read from ts only when the table holds anything), and
-// whether the table held req at all (known), which settle then needs.
-// When every entry is that old, it empties the table.
-func (t *resendTable) recent(req *http.Request, ts timeSource, window time.Duration) (resend, known bool) {
+// recent returns, when req's resendable answer came less than window
+// before now (read from ts only when the table holds anything), the kind
+// of the scope that answer was a failure of (serverScope or
+// resourceScope); else noScope. known reports whether the table held req
+// at all, which settle then needs. When every entry is that old, it
+// empties the table.
+func (t *resendTable) recent(req *http.Request, ts timeSource, window time.Duration) (failed scopeKind, known bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.live == 0 {
-		return false, false
+		return noScope, false
 	}
 	now := ts.now()
 	if now.Sub(t.newest) >= window {
 		t.sets = [resendSets][resendWays]resendEntry{}
 		t.live = 0
-		return false, false
+		return noScope, false
 	}
 	key := t.key(req)
 	set := &t.sets[key%resendSets]
 	for i := range set {
 		if set[i].key == key {
-			return now.Sub(set[i].at) < window, true
+			if now.Sub(set[i].at) < window {
+				return set[i].failed, true
+			}
+			return noScope, true
 		}
 	}
-	return false, false
+	return noScope, false
 }
 
 // settle records req's latest answer, at a time read from ts: one that
-// client-go resends (resends) is remembered, in place of the oldest entry
-// of its set when the set is full; any other replaces an earlier one of
-// req (known).
-func (t *resendTable) settle(req *http.Request, ts timeSource, resends, known bool) {
-	if !resends && !known {
+// client-go resends, a failure of a scope of kind failed (noScope: an
+// answer it does not resend), is remembered with that kind, in place of
+// the oldest entry of its set when the set is full; any other replaces an
+// earlier one of req (known).
+func (t *resendTable) settle(req *http.Request, ts timeSource, failed scopeKind, known bool) {
+	if failed == noScope && !known {
 		return
 	}
 	now := ts.now()
@@ -84,7 +92,7 @@ func (t *resendTable) settle(req *http.Request, ts timeSource, resends, known bo
 	defer t.mu.Unlock()
 	key := t.key(req)
 	set := &t.sets[key%resendSets]
-	if !resends {
+	if failed == noScope {
 		for i := range set {
 			if set[i].key == key {
 				set[i] = resendEntry{}
@@ -98,7 +106,7 @@ func (t *resendTable) settle(req *http.Request, ts timeSource, resends, known bo
 	for i := range set {
 		switch e := &set[i]; {
 		case e.key == key:
-			e.at = now
+			e.at, e.failed = now, failed
 			t.newest = maxTime(t.newest, now)
 			return
 		case e.key == 0:
@@ -110,12 +118,12 @@ func (t *resendTable) settle(req *http.Request, ts timeSource, resends, known bo
 	if set[slot].key == 0 {
 		t.live++
 	}
-	set[slot] = resendEntry{key: key, at: now}
+	set[slot] = resendEntry{key: key, at: now, failed: failed}
 	t.newest = maxTime(t.newest, now)
 }
 
 // forget drops req, whose resend the budget refused.
-func (t *resendTable) forget(req *http.Request) { t.settle(req, timeSource{}, false, true) }
+func (t *resendTable) forget(req *http.Request) { t.settle(req, timeSource{}, noScope, true) }
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {

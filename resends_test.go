@@ -10,8 +10,9 @@ import (
 )
 
 // TestResendTable: a request whose answer client-go resends is known for
-// a window; another answer forgets it; a full set replaces its oldest;
-// once every entry is a window old the table empties.
+// a window, with the kind of the scope that failed (the latest answer's);
+// another answer forgets it; a full set replaces its oldest; once every
+// entry is a window old the table empties.
 func TestResendTable(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -25,15 +26,19 @@ func TestResendTable(t *testing.T) {
 		return r
 	}
 	const window = time.Second
-	if resend, known := table.recent(req(0), ts, window); resend || known {
+	if failed, known := table.recent(req(0), ts, window); failed != noScope || known {
 		t.Fatal("an empty table knows a request")
 	}
-	table.settle(req(0), ts, true, false)
+	table.settle(req(0), ts, resourceScope, false)
 	clk.Step(window - time.Nanosecond)
-	if resend, known := table.recent(req(0), ts, window); !resend || !known {
-		t.Fatal("a resend within the window not recognized")
+	if failed, known := table.recent(req(0), ts, window); failed != resourceScope || !known {
+		t.Fatalf("a resend within the window after a failure of its resource: %v, %v", failed, known)
 	}
-	table.settle(req(0), ts, false, true) // answered: forgotten
+	table.settle(req(0), ts, serverScope, true) // its resend failed on the server
+	if failed, _ := table.recent(req(0), ts, window); failed != serverScope {
+		t.Fatalf("the latest failure was the server's, the table says %v", failed)
+	}
+	table.settle(req(0), ts, noScope, true) // answered: forgotten
 	if _, known := table.recent(req(0), ts, window); known {
 		t.Fatal("an answered request still known")
 	}
@@ -49,16 +54,16 @@ func TestResendTable(t *testing.T) {
 	}
 	for _, i := range same {
 		clk.Step(time.Millisecond)
-		table.settle(req(i), ts, true, false)
+		table.settle(req(i), ts, serverScope, false)
 	}
 	if _, known := table.recent(req(same[0]), ts, window); known {
 		t.Error("the full set kept its oldest entry")
 	}
-	if resend, _ := table.recent(req(same[len(same)-1]), ts, window); !resend {
+	if failed, _ := table.recent(req(same[len(same)-1]), ts, window); failed != serverScope {
 		t.Error("the full set lost its newest entry")
 	}
 	clk.Step(window)
-	if resend, known := table.recent(req(same[len(same)-1]), ts, window); resend || known || table.live != 0 {
+	if failed, known := table.recent(req(same[len(same)-1]), ts, window); failed != noScope || known || table.live != 0 {
 		t.Errorf("a window on, the table still holds %d entries", table.live)
 	}
 }

@@ -83,6 +83,37 @@ func waitsThenEnds(t *testing.T, clk *testingclock.FakeClock, rt http.RoundTripp
 	return err
 }
 
+// atOnce returns a context for requests that must not wait: should a hold
+// keep one waiting on clk, the context ends, and the request returns the
+// hold's error. stop ends the watch.
+func atOnce(clk *testingclock.FakeClock) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer cancel()
+		for waiters(clk) == 0 {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Microsecond):
+			}
+		}
+	}()
+	return ctx, func() { close(done) }
+}
+
+// goesAtOnce sends a request that must not wait, and returns its error.
+func goesAtOnce(t *testing.T, clk *testingclock.FakeClock, rt http.RoundTripper, method, url string) error {
+	t.Helper()
+	ctx, stop := atOnce(clk)
+	defer stop()
+	resp, err := rt.RoundTrip(request(t, ctx, method, url))
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	return err
+}
+
 // TestScopesAPartialFailureStaysPartial: an aggregated API answering 503
 // holds its own resource's reads, and nothing else: not the rest of the
 // API, not its group's discovery, which learns of the failure on its own.
@@ -374,4 +405,96 @@ func TestScopesARefusedRetryHoldsTheScopeThatFailed(t *testing.T) {
 			assert.Equal(t, sent, w.requests(), "the refused resend and the held request were not sent")
 		})
 	}
+}
+
+// TestScopesARefusedResendHoldsOnlyTheScopeItFollowed: a resend that the
+// budget has no retry for starts the hold of the scope whose failure it
+// follows, whatever else failed meanwhile. A GET of a Secret answered 503
+// with a Retry-After (a failure of reads of secrets), then a 429 to an
+// unrelated request (a failure of the server): the refused resend of the
+// GET holds the reads of secrets only, and a GET of a ConfigMap goes at
+// once. The mirror: a 429 with a Retry-After, after a 503 of another
+// resource, holds the server, every request to it.
+func TestScopesARefusedResendHoldsOnlyTheScopeItFollowed(t *testing.T) {
+	t.Parallel()
+	podURL := server + "/api/v1/namespaces/default/pods/p"
+	tests := map[string]struct {
+		first, other string      // the request resent, and the unrelated one before its resend
+		replies      []wireReply // to first, then to other
+		held         string      // the scope the refused resend holds
+		goes         bool        // a GET of a ConfigMap goes at once
+	}{
+		"a 503's resend after a 429 elsewhere": {
+			secretURL, podURL,
+			[]wireReply{{status: 503, retryAfter: "1"}, {status: 429}},
+			"reads of secrets", true,
+		},
+		"a 429's resend after a 503 elsewhere": {
+			podURL, secretURL,
+			[]wireReply{{status: 429, retryAfter: "1"}, {status: 503}},
+			"https://apiserver.example", false,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clk := testingclock.NewFakeClock(t0)
+			b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
+			w := &wire{replies: append(tt.replies, wireReply{status: 200})}
+			rt := b.WrapTransport(w)
+			require.NoError(t, roundTrip(t, rt, http.MethodGet, tt.first))
+			require.NoError(t, roundTrip(t, rt, http.MethodGet, tt.other))
+			err := roundTrip(t, rt, http.MethodGet, tt.first) // client-go's resend
+			require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+			assert.Equal(t, "retry: retry budget exhausted: the budget refused a retry of "+tt.held+" and did not send it", err.Error())
+			sent := 2
+			if tt.goes {
+				require.NoError(t, goesAtOnce(t, clk, rt, http.MethodGet, apiURL), "a ConfigMap's GET waits for a failure of the reads of secrets")
+				sent++
+			} else {
+				err = waitsThenEnds(t, clk, rt, http.MethodGet, apiURL)
+				assert.Contains(t, err.Error(), ": "+tt.held+" is held;")
+			}
+			err = waitsThenEnds(t, clk, rt, http.MethodGet, tt.first)
+			assert.Contains(t, err.Error(), ": "+tt.held+" ")
+			assert.Equal(t, sent, w.requests(), "the refused resend and the held requests were not sent")
+		})
+	}
+}
+
+// TestScopesARefusedLoopRetryStartsNoHold: a loop's later attempt after a
+// transient failure that the budget refuses on the wire starts no hold,
+// as the wire does not know which scope the previous attempt failed; the
+// next call goes at once. The failures of first attempts still hold.
+func TestScopesARefusedLoopRetryStartsNoHold(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
+	w := &wire{replies: []wireReply{{status: 503}}}                                   // no Retry-After: client-go would not resend
+	rt := b.WrapTransport(w)
+	get := func(ctx context.Context) error {
+		resp, err := rt.RoundTrip(request(t, ctx, http.MethodGet, secretURL))
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		return apierrors.NewServiceUnavailable("down")
+	}
+	for i := range 2 {
+		ctx, stop := atOnce(clk)
+		err := retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, get, retry.WithSleeper(noSleep{}))
+		stop()
+		require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+		assert.Contains(t, err.Error(), "the budget refused a retry of reads of secrets and did not send it")
+		assert.Equal(t, i+1, w.requests(), "each call's first attempt went at once; its retry was refused")
+	}
+	// The third failed first attempt of reads of secrets starts their hold.
+	ctx, stop := atOnce(clk)
+	err := retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, get, retry.WithSleeper(noSleep{}))
+	stop()
+	assert.Contains(t, err.Error(), ": reads of secrets are held; the retry was not sent")
+	err = waitsThenEnds(t, clk, rt, http.MethodGet, secretURL)
+	assert.Contains(t, err.Error(), ": reads of secrets are held;")
+	assert.Equal(t, 3, w.requests())
+	assert.Equal(t, retry.BudgetStats{FirstAttempts: 3, Refused: 3, Held: 1}, b.Stats())
 }

@@ -24,9 +24,11 @@ import (
 // or a timeout on a watch), or one made during a later attempt of one of
 // this package's loops whose previous attempt failed transiently (the
 // loops mark the context they pass to fn). A retry of a held scope is
-// refused; any other retry withdraws from b. Every other request is a
-// first attempt: it deposits in b and waits while its server or its
-// resource is held, as a loop's first attempt does.
+// refused; any other retry withdraws from b. A resend that b refuses
+// starts the hold of the scope whose failure it follows; a loop's later
+// attempt that b refuses starts none (see [Budget].Hold). Every other
+// request is a first attempt: it deposits in b and waits while its server
+// or its resource is held, as a loop's first attempt does.
 //
 // A refused retry never reaches rt: the caller gets an error (inside a
 // *url.Error from an http.Client) that matches [ErrBudgetExhausted] and
@@ -87,13 +89,13 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	mark := markOf(ctx)
 	charged := mark.chargedBy(b) // a loop given b charges its own attempts
 	server, resource := scopesOf(req)
-	resend, known := t.resends.recent(req, b.time(), b.Window)
-	retry := resend || mark.afterTransient()
+	resent, known := t.resends.recent(req, b.time(), b.Window)
+	retry := resent != noScope || mark.afterTransient()
 
 	var probe uint64
 	var err error
 	if retry {
-		err = t.admitRetry(req, server, resource, charged, resend)
+		err = t.admitRetry(req, server, resource, charged, resent)
 	} else {
 		probe, err = t.admitFirst(ctx, server, resource, charged)
 	}
@@ -104,7 +106,7 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.send(req, probe)
 	onServer, onResource, resends := wireOutcome(req, resp, err, resource.kind != noScope)
-	t.resends.settle(req, b.time(), resends, known)
+	t.resends.settle(req, b.time(), resentAfter(resends, onServer), known)
 	if b.Hold > 0 {
 		b.holds.observe(!retry, probe, b.time(), b.timing(),
 			observation{server, onServer}, observation{resource, onResource})
@@ -113,13 +115,16 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // admitRetry refuses a retry whose server or resource is held; else it
-// withdraws the retry from the budget (unless a loop charged it), and a
-// refusal then starts the hold of the scope that failed.
-func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged, resend bool) error {
+// withdraws the retry from the budget (unless a loop charged it). When the
+// budget refuses a client-go resend, the hold starts of the scope whose
+// failure it follows (resent: its kind); a loop's later attempt (resent:
+// noScope) starts none, as the wire does not know which scope its previous
+// attempt failed.
+func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind) error {
 	b := t.budget
 	if b.Hold > 0 {
 		if s, held := b.holds.refuseHeld(server, resource); held {
-			if resend {
+			if resent != noScope {
 				t.resends.forget(req)
 			}
 			return &wireRefusal{scope: s, held: true}
@@ -128,18 +133,30 @@ func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, 
 	if charged || b.window.withdraw(b.now(), b.limits()) {
 		return nil
 	}
-	if resend {
-		t.resends.forget(req)
-	}
 	failed := resource
-	if b.Hold > 0 {
-		now, timing := b.time().holdClock().Now(), b.timing()
-		failed = b.holds.failedOf(server, resource, now, timing)
-		b.holds.start(failed, now, timing)
-	} else if failed.kind == noScope {
+	if resent == serverScope || failed.kind == noScope {
 		failed = server
 	}
+	if resent != noScope {
+		t.resends.forget(req)
+		if b.Hold > 0 {
+			b.holds.start(failed, b.time().holdClock().Now(), b.timing())
+		}
+	}
 	return &wireRefusal{scope: failed}
+}
+
+// resentAfter returns the kind of the scope whose failure client-go resends
+// a request after (resends): its server's when the server failed, else its
+// resource's; noScope when client-go does not resend it.
+func resentAfter(resends bool, server outcome) scopeKind {
+	switch {
+	case !resends:
+		return noScope
+	case server == failedTransiently:
+		return serverScope
+	}
+	return resourceScope
 }
 
 // admitFirst lets a first attempt go once neither its server nor its
