@@ -92,9 +92,10 @@ type Budget struct {
 	// loop's later attempt refused on the wire, by the loop's WithBudget
 	// or by WrapTransport, starts none: the wire does not know which scope
 	// the loop's previous attempt failed, and that scope's own failed
-	// first attempts start its hold. While it lasts, each first attempt of the scope (a
-	// loop call's first attempt, a request through WrapTransport that is
-	// not a retry) waits without sending until the hold ends or its
+	// first attempts start its hold. While it lasts, each first attempt of
+	// the scope (a loop call's first attempt, a request through
+	// WrapTransport that is not a retry) waits without sending until the
+	// hold ends or its
 	// context ends (then the error matches both the context's error and
 	// [ErrBudgetExhausted]). A request whose server and resource are both
 	// held waits for the server first. The loops whose fn takes no context
