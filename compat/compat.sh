@@ -75,45 +75,36 @@ versions() {
 	$GO list -modfile="$mf" -m -f '{{.Path}} {{.Version}}' "$@" | tr '\n' ' '
 }
 
-cell_root() { # apimachinery version
-	local d
-	d=$(modfile_copy "$ROOT")
-	cd "$ROOT"
-	$GO get -modfile="$d/go.mod" "k8s.io/apimachinery@$1"
+# check_with DIR REPLACE MODULE@VERSION SHOWN...: the module in DIR on a
+# copy of its go.mod with MODULE at VERSION (and the root module replaced
+# by the checkout unless REPLACE is "no"), tidied, the SHOWN modules'
+# selected versions printed, then built, vetted and tested.
+check_with() {
+	local dir=$1 replace=$2 pin=$3 d
+	shift 3
+	d=$(modfile_copy "$dir")
+	cd "$dir"
+	[ "$replace" = no ] || $GO mod edit -replace="github.com/kuberetry/retry=$ROOT" "$d/go.mod"
+	$GO get -modfile="$d/go.mod" "$pin"
 	$GO mod tidy -modfile="$d/go.mod"
-	echo "selected: $(versions "$d/go.mod" k8s.io/apimachinery k8s.io/utils)"
+	echo "selected: $(versions "$d/go.mod" "$@")"
 	$GO build -modfile="$d/go.mod" ./...
 	$GO vet -modfile="$d/go.mod" ./...
 	# shellcheck disable=SC2086
 	$GO test -modfile="$d/go.mod" $TESTFLAGS ./...
+}
+
+cell_root() { # apimachinery version
+	check_with "$ROOT" no "k8s.io/apimachinery@$1" k8s.io/apimachinery k8s.io/utils
 }
 
 cell_typed() { # client-go version
-	local d
-	d=$(modfile_copy "$ROOT/compat/typed")
-	cd "$ROOT/compat/typed"
-	$GO mod edit -replace="github.com/kuberetry/retry=$ROOT" "$d/go.mod"
-	$GO get -modfile="$d/go.mod" "k8s.io/client-go@$1"
-	$GO mod tidy -modfile="$d/go.mod"
-	echo "selected: $(versions "$d/go.mod" k8s.io/client-go k8s.io/apimachinery)"
-	$GO vet -modfile="$d/go.mod" ./...
-	# shellcheck disable=SC2086
-	$GO test -modfile="$d/go.mod" $TESTFLAGS ./...
+	check_with "$ROOT/compat/typed" replace "k8s.io/client-go@$1" k8s.io/client-go k8s.io/apimachinery
 }
 
-cell_ctrlretry() { # controller-runtime version
-	local d
-	d=$(modfile_copy "$ROOT/ctrlretry")
-	cd "$ROOT/ctrlretry"
-	# What ctrlretry/go.work does for the development build.
-	$GO mod edit -replace="github.com/kuberetry/retry=$ROOT" "$d/go.mod"
-	$GO get -modfile="$d/go.mod" "sigs.k8s.io/controller-runtime@$1"
-	$GO mod tidy -modfile="$d/go.mod"
-	echo "selected: $(versions "$d/go.mod" sigs.k8s.io/controller-runtime k8s.io/client-go k8s.io/apimachinery)"
-	$GO build -modfile="$d/go.mod" ./...
-	$GO vet -modfile="$d/go.mod" ./...
-	# shellcheck disable=SC2086
-	$GO test -modfile="$d/go.mod" $TESTFLAGS ./...
+cell_ctrlretry() { # controller-runtime version (the replace is what ctrlretry/go.work does)
+	check_with "$ROOT/ctrlretry" replace "sigs.k8s.io/controller-runtime@$1" \
+		sigs.k8s.io/controller-runtime k8s.io/client-go k8s.io/apimachinery
 }
 
 cell_go() { # Go release
