@@ -129,6 +129,19 @@ type Budget struct {
 	// one whose last failure is the oldest, its hold ended.
 	Hold time.Duration
 
+	// OnHold, when set, is called once when a scope's hold starts and once
+	// when it ends (a scope that a full table replaces ends too). It is
+	// called outside the budget's locks, on the goroutine whose attempt or
+	// request started or ended the hold; the calls for one scope come in
+	// order, its start then its end, and never overlap. It must return
+	// quickly (it delays that goroutine) and may call [Budget.Held] and
+	// [Budget.Stats]: during a start's call the scope is listed by Held,
+	// during an end's it is not. An end repeats its start's Since and Err.
+	// A panic in it goes to that goroutine; the budget's state stays
+	// whole. Nil means no calls; nothing of it allocates while no scope is
+	// held or changes. See docs/budget.md.
+	OnHold func(HoldEvent)
+
 	window retryWindow
 	holds  holdTable
 	// wire is set once, by the first WrapTransport, and never changes:
@@ -208,11 +221,15 @@ type loopBudget interface {
 	// id it returns.
 	admit(ctx context.Context, canWait bool) (probe uint64, err error)
 	// withdraw charges a retry; false when the budget refuses it.
-	// afterTransient tells a retry that follows a transient failure.
-	withdraw(afterTransient bool) bool
-	// observe takes the outcome of an attempt: the first (first), the
-	// probe (probe > 0), or a retry.
-	observe(first bool, probe uint64, out outcome)
+	// afterTransient tells a retry that follows a transient failure, last
+	// (the previous attempt's error).
+	withdraw(afterTransient bool, last error) bool
+	// observe takes the outcome of an attempt that returned err: the first
+	// (first), the probe (probe > 0), or a retry.
+	observe(first bool, probe uint64, out outcome, err error)
+	// probePanicked frees the slot of the probe whose attempt panicked, as
+	// a failed probe's.
+	probePanicked(probe uint64)
 	// onWire reports whether the budget charges requests on the wire, so
 	// that the loop marks its attempts' contexts for WrapTransport.
 	onWire() bool
@@ -230,21 +247,42 @@ func (b *Budget) admit(ctx context.Context, canWait bool) (uint64, error) {
 	return probe, nil
 }
 
-func (b *Budget) withdraw(afterTransient bool) bool {
+func (b *Budget) withdraw(afterTransient bool, last error) bool {
 	if b.window.withdraw(b.now(), b.limits()) {
 		return true
 	}
 	if afterTransient && b.Hold > 0 && !b.onWire() {
-		b.holds.start(scope{kind: loopsScope}, b.time().holdClock().Now(), b.timing())
+		b.startHold(scope{kind: loopsScope}, failure{err: last})
 	}
 	return false
 }
 
-func (b *Budget) observe(first bool, probe uint64, out outcome) {
+func (b *Budget) observe(first bool, probe uint64, out outcome, err error) {
 	// A probe's slot is freed even when WrapTransport was called since.
 	if b.Hold > 0 && (probe != 0 || !b.onWire()) {
-		b.holds.observe(first, probe, b.time(), b.timing(), observation{scope{kind: loopsScope}, out})
+		b.observeScopes(first, probe, observation{scope: scope{kind: loopsScope}, out: out, cause: failure{err: err}}, observation{})
 	}
+}
+
+// startHold starts the hold of s after a refused retry that followed
+// cause, and delivers its events.
+func (b *Budget) startHold(s scope, cause failure) {
+	if ch := b.holds.start(s, b.time().holdClock().Now(), b.timing(), cause); ch.n > 0 {
+		b.holds.deliver(b.OnHold, ch, 0)
+	}
+}
+
+// observeScopes takes what an attempt said about its scopes (of kind
+// noScope: none), and delivers the events of the holds it started or
+// ended.
+func (b *Budget) observeScopes(first bool, probe uint64, o1, o2 observation) {
+	if ch := b.holds.observe(first, probe, b.time(), b.timing(), o1, o2); ch.n > 0 {
+		b.holds.deliver(b.OnHold, ch, 0)
+	}
+}
+
+func (b *Budget) probePanicked(probe uint64) {
+	b.holds.probePanicked(probe, b.time(), b.timing())
 }
 
 func (b *Budget) onWire() bool { return b.wire.Load() != nil }

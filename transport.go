@@ -89,13 +89,13 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	mark := markOf(ctx)
 	charged := mark.chargedBy(b) // a loop given b charges its own attempts
 	server, resource := scopesOf(req)
-	resent, known := t.resends.recent(req, b.time(), b.Window)
+	resent, cause, known := t.resends.recent(req, b.time(), b.Window)
 	retry := resent != noScope || mark.afterTransient()
 
 	var probe uint64
 	var err error
 	if retry {
-		err = t.admitRetry(req, server, resource, charged, resent)
+		err = t.admitRetry(req, server, resource, charged, resent, cause)
 	} else {
 		probe, err = t.admitFirst(ctx, server, resource, charged)
 	}
@@ -106,10 +106,23 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := t.send(req, probe)
 	onServer, onResource, resends := wireOutcome(req, resp, err, resource.kind != noScope)
-	t.resends.settle(req, b.time(), resentAfter(resends, onServer), known)
+	var failed failure
+	switch {
+	case err != nil:
+		failed.err = err
+	case onServer == failedTransiently || onResource == failedTransiently:
+		failed = answerFailure(resp)
+	}
+	t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
 	if b.Hold > 0 {
-		b.holds.observe(!retry, probe, b.time(), b.timing(),
-			observation{server, onServer}, observation{resource, onResource})
+		returned := false
+		defer func() {
+			if !returned && resp != nil { // OnHold panicked
+				_ = resp.Body.Close()
+			}
+		}()
+		b.observeScopes(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
+		returned = true
 	}
 	return resp, err
 }
@@ -120,7 +133,7 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // failure it follows (resent: its kind); a loop's later attempt (resent:
 // noScope) starts none, as the wire does not know which scope its previous
 // attempt failed.
-func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind) error {
+func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind, cause failure) error {
 	b := t.budget
 	if b.Hold > 0 {
 		if s, held := b.holds.refuseHeld(server, resource); held {
@@ -140,7 +153,7 @@ func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, 
 	if resent != noScope {
 		t.resends.forget(req)
 		if b.Hold > 0 {
-			b.holds.start(failed, b.time().holdClock().Now(), b.timing())
+			b.startHold(failed, cause)
 		}
 	}
 	return &wireRefusal{scope: failed}
@@ -184,7 +197,7 @@ func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response,
 	ended := false
 	defer func() {
 		if !ended {
-			t.budget.holds.probePanicked(probe, t.budget.time(), t.budget.timing())
+			t.budget.probePanicked(probe)
 		}
 	}()
 	resp, err := t.rt.RoundTrip(req)
