@@ -112,7 +112,7 @@ type Budget struct {
 	// One probe at a time per scope goes through meanwhile: the first Hold
 	// after the hold started, each next one an interval after the previous
 	// one went, the interval starting at Hold and doubling after each
-	// failed probe up to 10*Hold or 1s, whichever is less (never below
+	// failed probe up to 5*Hold or 1s, whichever is less (never below
 	// Hold). A probe fails when it fails transiently, when it has no answer
 	// within the interval (then the next may go), or when it panics (the
 	// panic goes on; the slot is freed). A probe that its context or a

@@ -10,14 +10,14 @@ const holdFailures = 3
 // holdTiming is what a Budget's Hold says to a scope's hold.
 type holdTiming struct {
 	hold        time.Duration // the first probe interval
-	maxInterval time.Duration // 10*Hold or 1s, whichever is less, never below Hold
+	maxInterval time.Duration // 5*Hold or 1s, whichever is less, never below Hold
 	span        time.Duration // 10*Hold, saturated: the failures that start a hold, a scope's memory
 }
 
 func newHoldTiming(hold time.Duration) holdTiming {
 	limit := time.Second
-	if hold < limit/10 {
-		limit = 10 * hold
+	if hold < limit/5 {
+		limit = 5 * hold
 	}
 	span := maxDuration
 	if hold <= maxDuration/10 {

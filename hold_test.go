@@ -239,9 +239,9 @@ func (w *holdWorkers) end() {
 // probeSchedule is the contract's probe times from a hold that started at
 // start, while every probe fails at once: the first Hold after the start,
 // each next one an interval after the previous one, the interval doubling
-// after each failed probe up to min(10*Hold, 1s), never below Hold.
+// after each failed probe up to min(5*Hold, 1s), never below Hold.
 func probeSchedule(start time.Time, hold time.Duration, until time.Time) []time.Time {
-	limit := max(min(10*hold, time.Second), hold)
+	limit := max(min(5*hold, time.Second), hold)
 	var out []time.Time
 	interval := hold
 	for at := start.Add(hold); !at.After(until); at = at.Add(interval) {
@@ -249,6 +249,15 @@ func probeSchedule(start time.Time, hold time.Duration, until time.Time) []time.
 		interval = min(2*interval, limit)
 	}
 	return out
+}
+
+// probeGaps is the contract's probe schedule, written out, for the Holds
+// it names: NewBudget's 100ms (0.1, 0.2, 0.4, then 0.5s: 5 x Hold) and
+// 300ms (0.3, 0.6, then 1s: 5 x Hold is 1.5s, above the 1s cap).
+var probeGaps = map[time.Duration][]time.Duration{
+	100 * time.Millisecond: {100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
+		500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
+	300 * time.Millisecond: {300 * time.Millisecond, 600 * time.Millisecond, time.Second, time.Second, time.Second},
 }
 
 // TestHoldProbeSchedule: while every probe fails at once, probes go one
@@ -273,6 +282,16 @@ func TestHoldProbeSchedule(t *testing.T) {
 			require.Greater(t, len(want), 8)
 			assert.Equal(t, want, w.times())
 			assert.Equal(t, uint64(len(want)), b.Stats().Probes)
+			if gaps, ok := probeGaps[hold]; ok {
+				got := w.times()
+				for i, gap := range gaps {
+					prev := t0
+					if i > 0 {
+						prev = got[i-1]
+					}
+					assert.Equal(t, gap, got[i].Sub(prev), "probe %d", i+1)
+				}
+			}
 			// Every call waited, once however often it woke: each probe, and
 			// the n calls waiting now.
 			assert.Equal(t, uint64(len(want)+n), b.Stats().Held)
@@ -737,7 +756,7 @@ func TestHoldOverRandomOutages(t *testing.T) {
 	for i := range iterations {
 		rng := rand.New(rand.NewPCG(uint64(i), 20))
 		hold := holds[rng.IntN(len(holds))]
-		limit := max(min(10*hold, time.Second), hold)
+		limit := max(min(5*hold, time.Second), hold)
 		clk := testingclock.NewFakeClock(t0)
 		s := &outageSim{
 			clk:    clk,
