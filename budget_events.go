@@ -4,11 +4,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
-// HoldEvent describes one scope's hold: its start, or its end. See
-// [Budget].OnHold and [Budget.Held].
+// HoldEvent describes one scope's hold: its start, or its end, as
+// [Budget].OnHold receives it; [Budget.Held] lists the holds on as
+// HoldEvents. See docs/budget.md.
 type HoldEvent struct {
 	// Scope is the scope as the budget's errors name it ("writes of
 	// secrets", "https://HOST:PORT"); "" for a Budget not on the wire.
@@ -28,34 +30,6 @@ type HoldEvent struct {
 	Waited int
 }
 
-// Held returns a HoldEvent for each scope held now (Ended false), oldest
-// first (by Since), or nil when none is. A hold is listed from the start
-// of its [Budget].OnHold start call until its end call begins. It is safe
-// for concurrent use, also from OnHold; it allocates only when a scope is
-// held. A nil *Budget holds nothing. See docs/budget.md.
-func (b *Budget) Held() []HoldEvent {
-	if b == nil {
-		return nil
-	}
-	return b.holds.heldEvents()
-}
-
-// heldEvents returns the events of the holds shown, oldest first.
-func (t *holdTable) heldEvents() []HoldEvent {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.shown) == 0 {
-		return nil
-	}
-	events := make([]HoldEvent, len(t.shown))
-	for i, h := range t.shown {
-		events[i] = h.event(false)
-	}
-	// shown is in the order the starts were delivered; Since orders them.
-	slices.SortStableFunc(events, func(a, b HoldEvent) int { return a.Since.Compare(b.Since) })
-	return events
-}
-
 // event is h's HoldEvent. Called with the table's lock held.
 func (h *scopeHold) event(ended bool) HoldEvent {
 	e := HoldEvent{Ended: ended, Since: h.since, Err: h.cause, Probes: h.probes, Waited: h.waited}
@@ -63,6 +37,31 @@ func (h *scopeHold) event(ended bool) HoldEvent {
 		e.Scope = h.key.String()
 	}
 	return e
+}
+
+// holdEvents is what a table keeps for its holds' events: the holds
+// whose start was delivered and whose end was not (shown, in the order of
+// their starts: Held lists them), and per scope the hold whose end is not
+// yet delivered, which the scope's next start waits for. The holdTable's
+// lock guards it.
+type holdEvents struct {
+	shown  []*scopeHold
+	ending map[scope]*scopeHold
+}
+
+// list returns the events of the holds shown, oldest first. Called with
+// the table's lock held.
+func (v *holdEvents) list() []HoldEvent {
+	if len(v.shown) == 0 {
+		return nil
+	}
+	events := make([]HoldEvent, len(v.shown))
+	for i, h := range v.shown {
+		events[i] = h.event(false)
+	}
+	// shown is in the order the starts were delivered; Since orders them.
+	slices.SortStableFunc(events, func(a, b HoldEvent) int { return a.Since.Compare(b.Since) })
+	return events
 }
 
 // holdChanges lists, in the order the table made them, the holds that one
@@ -79,57 +78,59 @@ func (c *holdChanges) add(h *scopeHold, ended bool) {
 	c.n++
 }
 
-// began records that h's hold started at now after cause. Called with
-// mu held, right after h.start.
-func (t *holdTable) began(h *scopeHold, now time.Time, cause failure, ch *holdChanges) {
+// began records in ch that h's hold, just started (h.start), started at
+// now after cause. Called with the table's lock held.
+func (v *holdEvents) began(h *scopeHold, now time.Time, cause failure, ch *holdChanges) {
 	h.since, h.cause = now, cause.error()
 	h.started, h.ended = make(chan struct{}), make(chan struct{})
-	h.prev = t.ending[h.key]
+	h.prev = v.ending[h.key]
 	ch.add(h, false)
 }
 
-// end ends h's hold, if on, and records it in ch. Called with mu held.
-func (t *holdTable) end(h *scopeHold, ch *holdChanges) {
+// end ends h's hold, if on, and records it in ch. Called with the table's
+// lock held.
+func (v *holdEvents) end(h *scopeHold, ch *holdChanges) {
 	if !h.on {
 		return
 	}
 	h.end()
-	if t.ending == nil {
-		t.ending = make(map[scope]*scopeHold)
+	if v.ending == nil {
+		v.ending = make(map[scope]*scopeHold)
 	}
-	t.ending[h.key] = h
+	v.ending[h.key] = h
 	ch.add(h, true)
 }
 
 // deliver delivers the events of ch from its i-th on, in order, outside
-// the lock: each to onHold (nil: none), after the scope's event before it
-// was delivered, so that a scope's events come one at a time, each hold's
-// start before its end. A panic in onHold goes on once the remaining
-// events are delivered: no scope's events stop.
-func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges, i int) {
+// mu (the table's lock, which guards v): each to onHold (nil: none),
+// after the scope's event before it was delivered, so that a scope's
+// events come one at a time, each hold's start before its end. A panic in
+// onHold goes on once the remaining events are delivered: no scope's
+// events stop.
+func (v *holdEvents) deliver(mu *sync.Mutex, onHold func(HoldEvent), ch holdChanges, i int) {
 	if i >= ch.n {
 		return
 	}
-	defer t.deliver(onHold, ch, i+1)
+	defer v.deliver(mu, onHold, ch, i+1)
 	h, ended := ch.holds[i], ch.ended[i]
 	if ended {
 		<-h.started
 	} else if prev := h.prev; prev != nil {
 		<-prev.ended
 	}
-	defer t.delivered(h, ended)
-	t.mu.Lock()
+	defer v.delivered(mu, h, ended)
+	mu.Lock()
 	if ended {
 		h.shown = false
-		if i := slices.Index(t.shown, h); i >= 0 {
-			t.shown = slices.Delete(t.shown, i, i+1)
+		if i := slices.Index(v.shown, h); i >= 0 {
+			v.shown = slices.Delete(v.shown, i, i+1)
 		}
 	} else {
 		h.prev, h.shown = nil, true
-		t.shown = append(t.shown, h)
+		v.shown = append(v.shown, h)
 	}
 	e := h.event(ended)
-	t.mu.Unlock()
+	mu.Unlock()
 	if onHold != nil {
 		onHold(e)
 	}
@@ -137,16 +138,16 @@ func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges, i int) {
 
 // delivered marks h's event delivered (or its OnHold call panicked), so
 // that the scope's next event may go.
-func (t *holdTable) delivered(h *scopeHold, ended bool) {
+func (v *holdEvents) delivered(mu *sync.Mutex, h *scopeHold, ended bool) {
 	if !ended {
 		close(h.started)
 		return
 	}
-	t.mu.Lock()
-	if t.ending[h.key] == h {
-		delete(t.ending, h.key)
+	mu.Lock()
+	if v.ending[h.key] == h {
+		delete(v.ending, h.key)
 	}
-	t.mu.Unlock()
+	mu.Unlock()
 	close(h.ended)
 }
 

@@ -92,7 +92,7 @@ func listed(held []retry.HoldEvent, scope string) bool {
 func TestHoldEventsOffTheWire(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(t0)
-	b := holdBudget(clk, 100*time.Millisecond)
+	b := newBudget(clk, noRetries, 100*time.Millisecond)
 	log := newHoldLog(t, b)
 	require.Nil(t, b.Held())
 
@@ -221,7 +221,7 @@ func TestHoldEventsPanickingOnHold(t *testing.T) {
 	t.Run("off the wire", func(t *testing.T) {
 		t.Parallel()
 		clk := testingclock.NewFakeClock(t0)
-		b := holdBudget(clk, 100*time.Millisecond)
+		b := newBudget(clk, noRetries, 100*time.Millisecond)
 		var ends []retry.HoldEvent
 		b.OnHold = func(e retry.HoldEvent) {
 			if !e.Ended {
@@ -276,7 +276,7 @@ func TestHoldEventsConcurrent(t *testing.T) {
 		t.Run(fmt.Sprintf("on the wire %v", onWire), func(t *testing.T) {
 			t.Parallel()
 			clk := testingclock.NewFakeClock(t0)
-			b := holdBudget(clk, 100*time.Millisecond)
+			b := newBudget(clk, noRetries, 100*time.Millisecond)
 			log := newHoldLog(t, b)
 			var mu sync.Mutex
 			failing := map[int]bool{}

@@ -11,19 +11,14 @@ const maxScopes = 512
 
 // holdTable keeps the holds of a Budget's scopes: only the scopes that
 // failed since their last success, at most maxScopes of them. Its lock
-// guards the table, every scopeHold in it or in shown or ending, the
-// probes' ids and the counters.
+// guards the table, every scopeHold in it or in events, the probes' ids
+// and the counters.
 type holdTable struct {
 	mu     sync.Mutex
 	scopes map[scope]*scopeHold
 	lastID uint64 // the latest probe's id; ids are never 0
 
-	// The holds as their events tell them (budget_events.go): shown, the
-	// holds whose start was delivered and whose end was not, in the order
-	// of their starts; ending, per scope, the hold whose end is not yet
-	// delivered, which the scope's next start waits for.
-	shown  []*scopeHold
-	ending map[scope]*scopeHold
+	events holdEvents
 
 	held, probes, refused uint64 // since the first use
 }
@@ -125,7 +120,7 @@ func (t *holdTable) start(s scope, now time.Time, timing holdTiming, cause failu
 	h.lastFailure = now
 	if !h.on {
 		h.start(now, timing)
-		t.began(h, now, cause, &ch)
+		t.events.began(h, now, cause, &ch)
 	}
 	return ch
 }
@@ -156,7 +151,7 @@ func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing hold
 		switch {
 		case o.out == answered:
 			if h != nil {
-				t.end(h, &ch)
+				t.events.end(h, &ch)
 				delete(t.scopes, o.scope)
 			}
 		case o.out == failedTransiently:
@@ -170,7 +165,7 @@ func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing hold
 				h.probeEnded(probe, true, timing)
 			case first && !h.on:
 				if h.failedFirst(now, timing); h.on {
-					t.began(h, now, o.cause, &ch)
+					t.events.began(h, now, o.cause, &ch)
 				}
 			}
 		case h != nil && probe != 0:
@@ -205,7 +200,7 @@ func (t *holdTable) failing(s scope, now time.Time, timing holdTiming, ch *holdC
 			}
 		}
 		if len(t.scopes) >= maxScopes {
-			t.end(oldestHold, ch)
+			t.events.end(oldestHold, ch)
 			delete(t.scopes, oldest)
 		}
 	}
@@ -233,4 +228,17 @@ func (t *holdTable) probePanicked(id uint64, ts timeSource, timing holdTiming) {
 			h.probeEnded(id, true, timing)
 		}
 	}
+}
+
+// heldEvents returns a HoldEvent for each hold listed, oldest first.
+func (t *holdTable) heldEvents() []HoldEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events.list()
+}
+
+// deliver delivers the events of the holds that ch lists, outside the
+// lock; see holdEvents.deliver.
+func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges) {
+	t.events.deliver(&t.mu, onHold, ch, 0)
 }
