@@ -62,6 +62,19 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isLease(req.URL.Path) {
 		return t.rt.RoundTrip(req)
 	}
+	for {
+		if resp, again, err := t.roundTrip(req); !again {
+			return resp, err
+		}
+	}
+}
+
+// roundTrip charges req to the budget and sends it, or refuses it. again
+// reports a probe that failed with no response and that client-go would
+// send again itself, 1s later, into the hold (a reset or an EOF on a GET):
+// req then waits for the hold again here, as that resend would, and goes
+// as soon as the hold lets it, without client-go's wait.
+func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, again bool, err error) {
 	b, ctx := t.budget, req.Context()
 	mark := markOf(ctx)
 	charged := mark.chargedBy(b) // a loop given b charges its own attempts
@@ -70,7 +83,6 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	retry := resent != noScope || mark.afterTransient()
 
 	var probe uint64
-	var err error
 	if retry {
 		err = t.admitRetry(req, server, resource, charged, resent, cause)
 	} else {
@@ -78,10 +90,10 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		closeBody(req)
-		return nil, err
+		return nil, false, err
 	}
 
-	resp, err := t.send(req, probe)
+	resp, err = t.send(req, probe)
 	onServer, onResource, resends := wireOutcome(req, resp, err, resource.kind != noScope)
 	var failed failure
 	switch {
@@ -90,7 +102,10 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case onServer == failedTransiently || onResource == failedTransiently:
 		failed = answerFailure(resp)
 	}
-	t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
+	again = probe != 0 && err != nil && resends && !isWatch(req.URL)
+	if !again {
+		t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
+	}
 	observed := false
 	defer func() {
 		if !observed && resp != nil { // OnHold panicked: the caller gets no response to close
@@ -99,7 +114,7 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}()
 	b.observeScopes(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
 	observed = true
-	return resp, err
+	return resp, again, err
 }
 
 // admitRetry refuses a retry whose server or resource is held; else it

@@ -426,6 +426,53 @@ func TestWrapTransportProbePanics(t *testing.T) {
 	assert.Equal(t, uint64(2), b.Stats().Probes)
 }
 
+// TestWrapTransportFailedProbeWaitsAgain: a probe that gets no response
+// and that client-go would send again itself after its 1s wait (a reset
+// GET) waits for the hold again in the transport, as that resend would,
+// and goes as the next probe; a failed probe that client-go does not
+// resend (a reset PUT) returns its error; a request waiting again returns
+// the hold's error when its context ends.
+func TestWrapTransportFailedProbeWaitsAgain(t *testing.T) {
+	t.Parallel()
+	clk, b := onWireHold(t, 100*time.Millisecond)
+	w := &wire{replies: []wireReply{{err: errReset}, {status: http.StatusOK}}}
+	rt := b.WrapTransport(w)
+	done := make(chan error, 1)
+	go func() { done <- roundTrip(t, rt, http.MethodGet, apiURL) }()
+	awaitWaiters(t, clk, 1)
+	clk.Step(100 * time.Millisecond) // the first probe: reset
+	await(t, func() bool { return w.requests() == 1 && waiters(clk) == 1 }, "the failed probe does not wait again")
+	clk.Step(199 * time.Millisecond)
+	awaitWaiters(t, clk, 1)
+	assert.Equal(t, 1, w.requests(), "sent again before the next probe is due")
+	clk.Step(time.Millisecond) // the next probe, 200ms after the first: 200 OK
+	require.NoError(t, <-done)
+	assert.Equal(t, 2, w.requests())
+	// Two first attempts held and sent as probes: the request, and its
+	// sending again (client-go's resend would have been one too).
+	assert.Equal(t, retry.BudgetStats{FirstAttempts: 5, Held: 2, Probes: 2}, b.Stats())
+	assert.Nil(t, b.Held(), "the probe's success ended the hold")
+
+	// A PUT's probe that meets a reset returns it: client-go does not
+	// resend it.
+	clk, b = onWireHold(t, 100*time.Millisecond)
+	clk.Step(100 * time.Millisecond)
+	require.ErrorIs(t, roundTrip(t, b.WrapTransport(&wire{replies: []wireReply{{err: errReset}}}), http.MethodPut, apiURL), syscall.ECONNRESET)
+
+	// A GET waiting again after its failed probe: its context ends it.
+	clk.Step(200 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	w = &wire{replies: []wireReply{{err: io.EOF}}}
+	go func() {
+		await(t, func() bool { return w.requests() == 1 && waiters(clk) == 1 }, "no wait again")
+		cancel()
+	}()
+	_, err := b.WrapTransport(w).RoundTrip(request(t, ctx, http.MethodGet, apiURL))
+	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 1, w.requests())
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
