@@ -20,19 +20,20 @@ import (
 // or when a loop of this package makes it in an attempt after a transient
 // failure; a retry of a held scope is refused, any other withdraws from
 // b. Every other request is a first attempt: it deposits in b and waits
-// while its server or resource is held. A loop given WithBudget(b) charges
-// its own attempts: its requests deposit and withdraw nothing, and are
-// held and refused per scope all the same.
+// while its server or resource is held; sent as a probe and met by a
+// failure that client-go would resend (a reset GET), it waits again, as
+// that resend would, instead of returning. A loop given WithBudget(b)
+// charges its own attempts; its requests are held per scope all the same.
 //
 // A refused request never reaches rt: the caller gets an error (in a
 // *url.Error from an http.Client) matching [ErrBudgetExhausted] and
-// nothing client-go reacts to (no timeout, reset or EOF), so client-go
-// returns it at once. Requests for coordination.k8s.io Leases pass
-// through, never refused, held or counted; a watch is charged when it
-// starts. Memory is bounded whatever the number of URLs, and a request
-// granted while nothing fails allocates nothing. A nil rt means
-// http.DefaultTransport; a nil or invalid b gives a RoundTripper that
-// returns [Budget.Validate]'s error for every request. See docs/budget.md.
+// nothing client-go reacts to, so client-go returns it at once. Requests
+// for coordination.k8s.io Leases pass through, never refused, held or
+// counted; a watch is charged when it starts. Memory is bounded whatever
+// the number of URLs, and a request granted while nothing fails allocates
+// nothing. A nil rt means http.DefaultTransport; a nil or invalid b gives
+// a RoundTripper that returns [Budget.Validate]'s error for every request.
+// See docs/budget.md.
 func (b *Budget) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport
