@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/ctrlretry"
 )
 
 // retryMetrics counts what the retry loops do, fed by their hooks
@@ -82,31 +83,6 @@ func (m *retryMetrics) register(reg prometheus.Registerer, extra ...prometheus.C
 			reg.Unregister(c)
 		}
 	}, nil
-}
-
-// budgetCounters exposes what a Budget did, its Stats, as counters beside
-// the loops' metrics: one CounterFunc per field, read at each scrape. A
-// Budget charged by every loop and by cfg.Wrap(budget.WrapTransport)
-// shows the whole process's load on the server: first attempts and
-// retries sent, retries refused, calls held while the server failed, and
-// the probes sent meanwhile.
-func budgetCounters(b *retry.Budget) []prometheus.Collector {
-	counter := func(name, help string, read func(retry.BudgetStats) uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kuberetry_budget_" + name + "_total", Help: help},
-			func() float64 { return float64(read(b.Stats())) })
-	}
-	return []prometheus.Collector{
-		counter("first_attempts", "First attempts the retry budget counted, probes included.",
-			func(s retry.BudgetStats) uint64 { return s.FirstAttempts }),
-		counter("retries", "Retries the retry budget granted.",
-			func(s retry.BudgetStats) uint64 { return s.Retries }),
-		counter("refused", "Retries the retry budget refused, and calls without a context refused during a hold.",
-			func(s retry.BudgetStats) uint64 { return s.Refused }),
-		counter("held", "First attempts that waited for the retry budget's hold while the server failed.",
-			func(s retry.BudgetStats) uint64 { return s.Held }),
-		counter("probes", "First attempts the retry budget sent as probes during a hold.",
-			func(s retry.BudgetStats) uint64 { return s.Probes }),
-	}
 }
 
 // options returns the loop options that feed m, to pass to every loop.
@@ -222,7 +198,7 @@ func TestMetrics(t *testing.T) {
 	m := newRetryMetrics()
 	clock := clocktesting.NewFakeClock(time.Now())
 	budget := &retry.Budget{Window: time.Second, Clock: clock} // no retry at all
-	unregister, err := m.register(metrics.Registry, budgetCounters(budget)...)
+	unregister, err := m.register(metrics.Registry, ctrlretry.BudgetMetrics(budget))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +233,7 @@ func TestMetrics(t *testing.T) {
 # HELP kuberetry_budget_first_attempts_total First attempts the retry budget counted, probes included.
 # TYPE kuberetry_budget_first_attempts_total counter
 kuberetry_budget_first_attempts_total 1
-# HELP kuberetry_budget_held_total First attempts that waited for the retry budget's hold while the server failed.
+# HELP kuberetry_budget_held_total First attempts that waited for a hold of the retry budget.
 # TYPE kuberetry_budget_held_total counter
 kuberetry_budget_held_total 0
 # HELP kuberetry_budget_probes_total First attempts the retry budget sent as probes during a hold.
@@ -308,7 +284,7 @@ func Example_metrics() {
 	// One Budget for every loop (and, through cfg.Wrap(budget.WrapTransport),
 	// every request) of the process, its Stats beside the loops' metrics.
 	budget := retry.NewBudget()
-	unregister, err := m.register(metrics.Registry, budgetCounters(budget)...)
+	unregister, err := m.register(metrics.Registry, ctrlretry.BudgetMetrics(budget))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,0 +1,86 @@
+package ctrlretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/ctrlretry"
+)
+
+// lineLog is a logr.Logger that keeps each line written at its level.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineLog) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{Verbosity: 0})
+}
+
+func (l *lineLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+func TestLogHolds(t *testing.T) {
+	var log lineLog
+	onHold := ctrlretry.LogHolds(log.logger())
+	since := time.Now().Add(-1500 * time.Millisecond)
+	failure := errors.New("the server answered 503 Service Unavailable")
+	onHold(retry.HoldEvent{Scope: "writes of secrets", Since: since, Err: failure})
+	onHold(retry.HoldEvent{Scope: "writes of secrets", Ended: true, Since: since, Err: failure, Probes: 4, Waited: 7})
+
+	lines := log.all()
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2: %q", len(lines), lines)
+	}
+	want := `"level"=0 "msg"="retry budget holds requests" "scope"="writes of secrets" "error"="the server answered 503 Service Unavailable"`
+	if lines[0] != want {
+		t.Errorf("start line\n %s\nwant\n %s", lines[0], want)
+	}
+	prefix := `"level"=0 "msg"="retry budget released requests" "scope"="writes of secrets" "held"="`
+	rest, ok := strings.CutPrefix(lines[1], prefix)
+	if !ok {
+		t.Fatalf("end line\n %s\nwant it to start\n %s", lines[1], prefix)
+	}
+	held, rest, _ := strings.Cut(rest, `"`)
+	d, err := time.ParseDuration(held)
+	if err != nil || d < 1500*time.Millisecond || d > time.Minute {
+		t.Errorf("held %q (%v, %v): want the time since Since, at least 1.5s", held, d, err)
+	}
+	if want := ` "probes"=4 "waited"=7`; rest != want {
+		t.Errorf("end line ends %q, want %q", rest, want)
+	}
+}
+
+// A Budget's events, logged: one start, then one end, for its one scope.
+func TestLogHoldsOnBudget(t *testing.T) {
+	var log lineLog
+	b, clk := heldBudget(t, ctrlretry.LogHolds(log.logger()))
+	clk.Step(200 * time.Millisecond)
+	if err := retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 1}, retry.IsTransient,
+		func(context.Context) error { return nil }, retry.WithBudget(b)); err != nil {
+		t.Fatal(err)
+	}
+	lines := log.all()
+	if len(lines) != 2 ||
+		!strings.Contains(lines[0], `"msg"="retry budget holds requests" "scope"="" "error"=`) ||
+		!strings.Contains(lines[1], `"msg"="retry budget released requests" "scope"="" "held"=`) ||
+		!strings.HasSuffix(lines[1], fmt.Sprintf(`"probes"=%d "waited"=0`, 1)) {
+		t.Fatalf("lines %q, want a start and an end of scope \"\" with 1 probe", lines)
+	}
+}
