@@ -75,7 +75,7 @@ study:
 ## outages: the outages side by side with the peers (no budget, gRPC A6
 ## throttling, failsafe-go's budget and adaptive throttler, NewBudget(); and
 ## Hold 0 in the full outage) on an in-process apiserver: one API group down,
-## then the whole server down at three lengths for each caller; prints the
+## then the whole server down at seven lengths for each caller; prints the
 ## tables and writes docs/outages-partial.csv, docs/outages.csv and
 ## docs/outages.png (OUTAGES_ARGS="--out DIR"; about 2.5 minutes warm; fails
 ## when NewBudget() misses its targets)

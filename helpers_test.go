@@ -10,10 +10,8 @@ import (
 	"net/url"
 	"reflect"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/require"
@@ -693,74 +691,3 @@ func (c *calls) createOrUpdate(current *Counter, mutate func(*Counter) error, op
 type noMeta struct{ metav1.TypeMeta }
 
 func (n *noMeta) DeepCopyObject() runtime.Object { c := *n; return &c }
-
-// await returns once cond holds, polling in short real sleeps: other
-// goroutines have settled (they wait on a fake clock, or are done). It
-// fails the test after 10s.
-func await(t testing.TB, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(format, args...)
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
-}
-
-// awaitWaiters returns once n goroutines wait on clk's timers: the calls a
-// hold keeps waiting have settled, so the test may move the clock.
-func awaitWaiters(t testing.TB, clk *testingclock.FakeClock, n int) {
-	t.Helper()
-	await(t, func() bool { return waiters(clk) == n }, "goroutines wait on the clock: not %d", n)
-}
-
-// waiters returns the number of timers waiting on clk. FakeClock.Waiters
-// came to k8s.io/utils in 2025: the versions that apimachinery v0.31 to
-// v0.33 select lack it, and there the count is read under the clock's own
-// lock (make compat tests both).
-func waiters(clk *testingclock.FakeClock) int {
-	if c, ok := any(clk).(interface{ Waiters() int }); ok {
-		return c.Waiters()
-	}
-	v := reflect.ValueOf(clk).Elem()
-	mu := (*sync.RWMutex)(unsafe.Pointer(v.FieldByName("lock").UnsafeAddr()))
-	mu.RLock()
-	defer mu.RUnlock()
-	return v.FieldByName("waiters").Len()
-}
-
-// holdBudget is a Budget on clk with hold and no retry at all, so that the
-// first retry after a transient failure is refused and starts a hold.
-func holdBudget(clk *testingclock.FakeClock, hold time.Duration) *retry.Budget {
-	return &retry.Budget{Window: time.Minute, Hold: hold, Clock: clk}
-}
-
-// onHold returns a holdBudget on a fake clock at t0 whose hold has
-// started.
-func onHold(t testing.TB, hold time.Duration) (*testingclock.FakeClock, *retry.Budget) {
-	t.Helper()
-	clk := testingclock.NewFakeClock(t0)
-	b := holdBudget(clk, hold)
-	startHold(t, b)
-	return clk, b
-}
-
-// startHold makes b refuse a retry after a transient failure, which
-// starts its hold.
-func startHold(t testing.TB, b *retry.Budget) {
-	t.Helper()
-	err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, func() error { return errDown },
-		retry.WithBudget(b), retry.WithSleeper(noSleep{}))
-	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
-}
-
-// wgGo runs f in a goroutine counted by wg: sync.WaitGroup.Go (Go 1.25)
-// for the module's Go 1.22 floor.
-func wgGo(wg *sync.WaitGroup, f func()) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		f()
-	}()
-}

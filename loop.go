@@ -103,7 +103,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			out = budgetRefused
 		}
 		if budget != nil {
-			budget.observe(attempt == 1, probe, out)
+			budget.observe(attempt == 1, probe, out, err)
 		}
 		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)
@@ -135,7 +135,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 				return o.done(attempt, cerr, false)
 			}
 		}
-		if !final && budget != nil && !budget.withdraw(afterTransient) {
+		if !final && budget != nil && !budget.withdraw(afterTransient, err) {
 			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
 		}
 		if o.onRetry != nil {
@@ -189,7 +189,7 @@ func (o *options) probe(budget loopBudget, id uint64, ctx context.Context, fn at
 	ended := false
 	defer func() {
 		if !ended {
-			budget.observe(true, id, failedTransiently)
+			budget.probePanicked(id)
 		}
 	}()
 	if o.attemptTimeout > 0 {

@@ -143,7 +143,7 @@ func WithFullJitter() Option {
 // loop charges its attempts but holds nothing itself, and its requests are
 // held and refused per scope on the wire, where the transport charges them
 // nothing more. A nil or invalid b makes the loop return an error at once,
-// calling nothing; see [Budget.Validate].
+// calling nothing; see [Budget.Validate] and docs/budget.md.
 func WithBudget(b *Budget) Option {
 	return Option{kind: optBudget, budget: b}
 }

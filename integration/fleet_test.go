@@ -122,10 +122,10 @@ func holdBound(r *outage.Result, model int) int {
 // d in which every request fails at once, by the hold's rules: the 3
 // first attempts whose failures start the hold, then one probe at a time,
 // the first Hold later, each next one an interval later, the interval
-// doubling from Hold to at most 10 x Hold or 1s. It does not depend on
+// doubling from Hold to at most 5 x Hold or 1s. It does not depend on
 // the number of workers: what a fleet sends grows with its processes.
 func holdModel(b *retry.Budget, d time.Duration) int {
-	limit := min(10*b.Hold, time.Second)
+	limit := max(min(5*b.Hold, time.Second), b.Hold)
 	n := 3
 	for at, interval := b.Hold, b.Hold; at < d; at += interval {
 		n++

@@ -11,8 +11,9 @@
 // p99 and the requests the failing group was sent, and writes them to
 // outages-partial.csv.
 //
-// Then the full outage, at three lengths (4.3s, 5s, 5.6s, so that
-// recovery is not read off one phase of client-go's 1s resends), for each
+// Then the full outage, at seven lengths a third of a second apart from
+// 4s to 6s (so that recovery is not read off one phase of client-go's 1s
+// resends or of the probes' 0.5s interval), for each
 // caller (the workers' own loop with the rate limiter, the same loop with
 // a 100ms pause, a plain Update with a 100ms pause): one round runs every
 // policy at the same time (the partial round's and NewBudget() with Hold
@@ -27,8 +28,8 @@
 // healthy calls at least 0.9x those without a budget, their p99 at most
 // max(2x, +50ms) the p99 without a budget, none failed, and the failing
 // group sent at most 0.25x the requests; in the full outage, at every
-// length and for every caller, the fewest requests during the outage and
-// every worker back within 1s of its end.
+// length and for every caller, the fewest requests during the outage of
+// every policy and every worker back within 0.75s of its end.
 //
 // With --budget (repeatable), it runs candidate budgets instead of the
 // peers, beside no budget and NewBudget(), to choose NewBudget()'s
@@ -64,12 +65,16 @@ func main() {
 	})
 }
 
-// lengths are the full outage's lengths.
-var lengths = []time.Duration{4300 * time.Millisecond, 5 * time.Second, 5600 * time.Millisecond}
+// lengths are the full outage's lengths: 4s to 6s, a third of a second
+// apart.
+var lengths = []time.Duration{
+	4000 * time.Millisecond, 4333 * time.Millisecond, 4667 * time.Millisecond, 5000 * time.Millisecond,
+	5333 * time.Millisecond, 5667 * time.Millisecond, 6000 * time.Millisecond,
+}
 
 // backWithin is how soon after the outage's end NewBudget() must have
-// every worker back.
-const backWithin = time.Second
+// every worker back: its last probe's interval (0.5s) and a round trip.
+const backWithin = 750 * time.Millisecond
 
 func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progress) error {
 	flags := flag.NewFlagSet("outages", flag.ContinueOnError)
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
 	defer cancel()
 	c, err := cluster.Open(ctx, "", 0, "outages-", p)
 	if err != nil {

@@ -37,7 +37,7 @@ func fakeRun(caller outage.Caller, policy string, requests [4]int, ends map[int]
 // figure is known, and the verdicts on them.
 func TestOutput(t *testing.T) {
 	t.Parallel()
-	// Worker 0 back 0.3s after the outage, worker 1 at 0.6s; ours 1s
+	// Worker 0 back 0.3s after the outage, worker 1 at 0.6s; ours 0.75s
 	// after the 5s outage (met, at the edge); ours sends 4 requests in
 	// the outage against 80: fewest.
 	ends := func(last float64) map[int][]float64 {
@@ -45,7 +45,7 @@ func TestOutput(t *testing.T) {
 	}
 	rs := []*outage.Result{
 		fakeRun(outage.LoopQueue, outage.NoBudget.Name, [4]int{0, 100, 180, 300}, ends(0.6)),
-		fakeRun(outage.LoopQueue, outage.Ours.Name, [4]int{0, 100, 104, 230}, ends(1.0)),
+		fakeRun(outage.LoopQueue, outage.Ours.Name, [4]int{0, 100, 104, 230}, ends(0.75)),
 	}
 	// The budget's Stats at the outage's end and at the run's end: 5
 	// retries, 4 refusals (3 of them after the outage), 3 held, 2 probes.
@@ -68,7 +68,7 @@ func TestOutput(t *testing.T) {
 	want := [][]string{
 		csvHeader,
 		{"5.0", "a", "no budget", "80", "1.000", "0", "600", "1.00", "0.60", "0.600", "6", "0", "", "", "", "", ""},
-		{"5.0", "a", "NewBudget()", "4", "0.050", "0", "1000", "1.00", "0.60", "0.600", "6", "0", "5", "4", "3", "3", "2"},
+		{"5.0", "a", "NewBudget()", "4", "0.050", "0", "750", "1.00", "0.60", "0.600", "6", "0", "5", "4", "3", "3", "2"},
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("CSV rows %v, want %v", rows, want)
@@ -109,8 +109,8 @@ func TestOutput(t *testing.T) {
 	if missed := verdicts(&out, rs); len(missed) != 0 {
 		t.Errorf("verdicts missed %v on runs that meet both targets:\n%s", missed, out.String())
 	}
-	// 0.2s later, ours is no longer back within 1s.
-	rs[1] = fakeRun(outage.LoopQueue, outage.Ours.Name, [4]int{0, 100, 104, 230}, ends(1.2))
+	// 0.2s later, ours is no longer back within 0.75s.
+	rs[1] = fakeRun(outage.LoopQueue, outage.Ours.Name, [4]int{0, 100, 104, 230}, ends(0.95))
 	if missed := verdicts(&out, rs); len(missed) != 1 || !strings.Contains(missed[0], "back") {
 		t.Errorf("verdicts %v, want one: back too late", missed)
 	}

@@ -1,7 +1,6 @@
 package retry
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,50 +11,29 @@ import (
 
 // WrapTransport returns an http.RoundTripper that charges each request
 // through rt to b, for rest.Config.Wrap: cfg.Wrap(budget.WrapTransport).
-// Every request of a process then counts, client-go's own resends and an
-// informer's lists and watches included, where only loops given
-// [WithBudget] count otherwise. From the first call on, b holds on the
-// wire only, per scope (see [Budget].Hold).
+// Every request of the process then counts, client-go's own resends and
+// an informer's lists and watches included; from the first call on, b
+// holds on the wire only, per scope (see [Budget].Hold).
 //
-// A request is a retry when it follows a transient failure: one that
-// client-go sends again itself (a request with the method and URL of one
-// whose answer, within the last Window, client-go resends: a 429 or 5xx
-// with a numeric Retry-After, or a connection reset or EOF on a GET; an EOF
-// or a timeout on a watch), or one made during a later attempt of one of
-// this package's loops whose previous attempt failed transiently (the
-// loops mark the context they pass to fn). A retry of a held scope is
-// refused; any other retry withdraws from b. A resend that b refuses
-// starts the hold of the scope whose failure it follows; a loop's later
-// attempt that b refuses starts none (see [Budget].Hold). Every other
-// request is a first attempt: it deposits in b and waits while its server
-// or its resource is held, as a loop's first attempt does.
+// A request is a retry when client-go sends it again itself (the method
+// and URL of one whose answer, within the last Window, client-go resends)
+// or when a loop of this package makes it in an attempt after a transient
+// failure; a retry of a held scope is refused, any other withdraws from
+// b. Every other request is a first attempt: it deposits in b and waits
+// while its server or resource is held; sent as a probe and met by a
+// failure that client-go would resend (a reset GET), it waits again, as
+// that resend would, instead of returning. A loop given WithBudget(b)
+// charges its own attempts; its requests are held per scope all the same.
 //
-// A refused retry never reaches rt: the caller gets an error (inside a
-// *url.Error from an http.Client) that matches [ErrBudgetExhausted] and
-// nothing client-go reacts to: not a timeout, not a connection reset, not
-// an EOF, so client-go returns it at once for every verb and does not turn
-// a watch into an empty one. A loop whose attempt returns it returns it at
-// once.
-//
-// A loop given WithBudget(b) charges its own attempts, so the requests made
-// with the context it passes to fn (and their resends) deposit and
-// withdraw nothing; they are held and refused per scope all the same.
-// Requests for coordination.k8s.io Leases (leader election) pass through:
-// never refused, never held, never counted, so a process keeps its
-// leadership through an outage. A watch is charged when it starts; its
-// response's headers are its answer, and the budget does not hold it for
-// its lifetime.
-//
-// The resends are recognized from a fixed table of recent failures, 128
-// sets of 4 picked by a hash of the method and URL, so memory does not
-// grow with the number of URLs. A failure whose set is full replaces the
-// set's oldest, whose resend then counts as a first attempt: with hundreds
-// of URLs failing within a Window, some resends do. A request granted
-// while nothing fails allocates nothing.
-//
-// A nil rt means http.DefaultTransport. A nil or invalid b gives a
-// RoundTripper that sends nothing and returns [Budget.Validate]'s error
-// for every request, which client-go does not resend.
+// A refused request never reaches rt: the caller gets an error (in a
+// *url.Error from an http.Client) matching [ErrBudgetExhausted] and
+// nothing client-go reacts to, so client-go returns it at once. Requests
+// for coordination.k8s.io Leases pass through, never refused, held or
+// counted; a watch is charged when it starts. Memory is bounded whatever
+// the number of URLs, and a request granted while nothing fails allocates
+// nothing. A nil rt means http.DefaultTransport; a nil or invalid b gives
+// a RoundTripper that returns [Budget.Validate]'s error for every request.
+// See docs/budget.md.
 func (b *Budget) WrapTransport(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport
@@ -85,33 +63,59 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isLease(req.URL.Path) {
 		return t.rt.RoundTrip(req)
 	}
+	for {
+		if resp, again, err := t.roundTrip(req); !again {
+			return resp, err
+		}
+	}
+}
+
+// roundTrip charges req to the budget and sends it, or refuses it. again
+// reports a probe that failed with no response and that client-go would
+// send again itself, 1s later, into the hold (a reset or an EOF on a GET):
+// req then waits for the hold again here, as that resend would, and goes
+// as soon as the hold lets it, without client-go's wait.
+func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, again bool, err error) {
 	b, ctx := t.budget, req.Context()
 	mark := markOf(ctx)
 	charged := mark.chargedBy(b) // a loop given b charges its own attempts
 	server, resource := scopesOf(req)
-	resent, known := t.resends.recent(req, b.time(), b.Window)
+	resent, cause, known := t.resends.recent(req, b.time(), b.Window)
 	retry := resent != noScope || mark.afterTransient()
 
 	var probe uint64
-	var err error
 	if retry {
-		err = t.admitRetry(req, server, resource, charged, resent)
+		err = t.admitRetry(req, server, resource, charged, resent, cause)
 	} else {
-		probe, err = t.admitFirst(ctx, server, resource, charged)
+		probe, err = b.admitFirst(ctx, true, server, resource, charged)
 	}
 	if err != nil {
 		closeBody(req)
-		return nil, err
+		return nil, false, err
 	}
 
-	resp, err := t.send(req, probe)
+	resp, err = t.send(req, probe)
 	onServer, onResource, resends := wireOutcome(req, resp, err, resource.kind != noScope)
-	t.resends.settle(req, b.time(), resentAfter(resends, onServer), known)
-	if b.Hold > 0 {
-		b.holds.observe(!retry, probe, b.time(), b.timing(),
-			observation{server, onServer}, observation{resource, onResource})
+	var failed failure
+	switch {
+	case err != nil:
+		failed.err = err
+	case onServer == failedTransiently || onResource == failedTransiently:
+		failed = answerFailure(resp)
 	}
-	return resp, err
+	again = probe != 0 && err != nil && resends && !isWatch(req.URL)
+	if !again {
+		t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
+	}
+	observed := false
+	defer func() {
+		if !observed && resp != nil { // OnHold panicked: the caller gets no response to close
+			_ = resp.Body.Close()
+		}
+	}()
+	b.observeScopes(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
+	observed = true
+	return resp, again, err
 }
 
 // admitRetry refuses a retry whose server or resource is held; else it
@@ -120,28 +124,24 @@ func (t *budgetTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // failure it follows (resent: its kind); a loop's later attempt (resent:
 // noScope) starts none, as the wire does not know which scope its previous
 // attempt failed.
-func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind) error {
-	b := t.budget
-	if b.Hold > 0 {
-		if s, held := b.holds.refuseHeld(server, resource); held {
-			if resent != noScope {
-				t.resends.forget(req)
-			}
-			return &wireRefusal{scope: s, held: true}
-		}
-	}
-	if charged || b.window.withdraw(b.now(), b.limits()) {
-		return nil
-	}
+func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind, cause failure) error {
 	failed := resource
 	if resent == serverScope || failed.kind == noScope {
 		failed = server
 	}
+	start := failed
+	if resent == noScope {
+		start = scope{}
+	}
+	s, held, ok := t.budget.chargeRetry(server, resource, charged, start, cause)
+	if ok {
+		return nil
+	}
 	if resent != noScope {
 		t.resends.forget(req)
-		if b.Hold > 0 {
-			b.holds.start(failed, b.time().holdClock().Now(), b.timing())
-		}
+	}
+	if held {
+		return &wireRefusal{scope: s, held: true}
 	}
 	return &wireRefusal{scope: failed}
 }
@@ -159,22 +159,6 @@ func resentAfter(resends bool, server outcome) scopeKind {
 	return resourceScope
 }
 
-// admitFirst lets a first attempt go once neither its server nor its
-// resource is held (or as the probe of the one held), and deposits it
-// unless a loop charged it.
-func (t *budgetTransport) admitFirst(ctx context.Context, server, resource scope, charged bool) (probe uint64, err error) {
-	b := t.budget
-	if b.Hold > 0 {
-		if probe, err = b.holds.admit(ctx, true, b.time(), b.timing(), server, resource); err != nil {
-			return 0, err
-		}
-	}
-	if !charged {
-		b.window.deposit(b.now(), b.limits())
-	}
-	return probe, nil
-}
-
 // send passes req to rt; a probe's slot is freed, as a failed probe's, if
 // rt panics.
 func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response, error) {
@@ -184,7 +168,7 @@ func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response,
 	ended := false
 	defer func() {
 		if !ended {
-			t.budget.holds.probePanicked(probe, t.budget.time(), t.budget.timing())
+			t.budget.probePanicked(probe)
 		}
 	}()
 	resp, err := t.rt.RoundTrip(req)

@@ -6,13 +6,13 @@ import (
 )
 
 // TestScopeHoldProbes: probes go Hold after the start, the interval
-// doubling after each failed probe up to min(10*Hold, 1s); a probe ended
+// doubling after each failed probe up to min(5*Hold, 1s); a probe ended
 // by its context leaves the interval; one past its due time counts as
 // failed and lets the next go at once.
 func TestScopeHoldProbes(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	timing := newHoldTiming(200 * time.Millisecond) // max interval 1s
+	timing := newHoldTiming(200 * time.Millisecond) // max interval 1s (5 x Hold)
 	var h scopeHold
 	for i := range holdFailures {
 		if h.on {
@@ -72,5 +72,22 @@ func TestScopeHoldFailuresSpan(t *testing.T) {
 	}
 	if h.on {
 		t.Error("failures 500ms apart started a hold with a span of 1s")
+	}
+}
+
+// TestHoldTimingCap: the probe interval's cap is 5 x Hold or 1s,
+// whichever is less, never below Hold.
+func TestHoldTimingCap(t *testing.T) {
+	t.Parallel()
+	for hold, want := range map[time.Duration]time.Duration{
+		10 * time.Millisecond:  50 * time.Millisecond,
+		100 * time.Millisecond: 500 * time.Millisecond,
+		200 * time.Millisecond: time.Second,
+		300 * time.Millisecond: time.Second,
+		2 * time.Second:        2 * time.Second,
+	} {
+		if got := newHoldTiming(hold).maxInterval; got != want {
+			t.Errorf("Hold %v: the interval's cap is %v, want %v", hold, got, want)
+		}
 	}
 }

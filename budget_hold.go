@@ -10,14 +10,14 @@ const holdFailures = 3
 // holdTiming is what a Budget's Hold says to a scope's hold.
 type holdTiming struct {
 	hold        time.Duration // the first probe interval
-	maxInterval time.Duration // 10*Hold or 1s, whichever is less, never below Hold
+	maxInterval time.Duration // 5*Hold or 1s, whichever is less, never below Hold
 	span        time.Duration // 10*Hold, saturated: the failures that start a hold, a scope's memory
 }
 
 func newHoldTiming(hold time.Duration) holdTiming {
 	limit := time.Second
-	if hold < limit/10 {
-		limit = 10 * hold
+	if hold < limit/5 {
+		limit = 5 * hold
 	}
 	span := maxDuration
 	if hold <= maxDuration/10 {
@@ -44,6 +44,15 @@ type scopeHold struct {
 	failed      [holdFailures]time.Time
 	failures    int
 	lastFailure time.Time // the latest failure, a failed probe's included
+
+	// What the hold's events tell (budget_events.go).
+	key            scope         // the scope, as the table keeps it
+	since          time.Time     // when the hold started
+	cause          error         // the failure that started it
+	probes, waited int           // probes sent and first attempts that waited during it
+	shown          bool          // listed by Held: its start delivered, its end not yet
+	prev           *scopeHold    // the scope's previous hold, until its end is delivered
+	started, ended chan struct{} // closed once the start's, the end's event is delivered
 }
 
 // start starts the hold at now, unless it is on.

@@ -10,7 +10,7 @@ var (
 	// that a [Budget] refused a retry, and by that of a call or request that
 	// its hold refused or kept waiting until its context ended. That error
 	// also wraps the last attempt's error, or the context's, when there is
-	// one.
+	// one. See docs/budget.md.
 	ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 	// ErrInvalidBudget is wrapped by the error of [Budget.Validate], and so
 	// by that of a loop given an invalid or nil Budget through [WithBudget].

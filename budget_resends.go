@@ -31,6 +31,7 @@ type resendEntry struct {
 	key    uint64 // 0: empty
 	at     time.Time
 	failed scopeKind // the scope whose failure client-go resends after
+	cause  failure   // that failure
 }
 
 func newResendTable() *resendTable { return &resendTable{seed: maphash.MakeSeed()} }
@@ -50,40 +51,41 @@ func (t *resendTable) key(req *http.Request) uint64 {
 // recent returns, when req's resendable answer came less than window
 // before now (read from ts only when the table holds anything), the kind
 // of the scope that answer was a failure of (serverScope or
-// resourceScope); else noScope. known reports whether the table held req
-// at all, which settle then needs. When every entry is that old, it
-// empties the table.
-func (t *resendTable) recent(req *http.Request, ts timeSource, window time.Duration) (failed scopeKind, known bool) {
+// resourceScope) and the failure; else noScope. known reports whether the
+// table held req at all, which settle then needs. When every entry is that
+// old, it empties the table.
+func (t *resendTable) recent(req *http.Request, ts timeSource, window time.Duration) (failed scopeKind, cause failure, known bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.live == 0 {
-		return noScope, false
+		return noScope, failure{}, false
 	}
 	now := ts.now()
 	if now.Sub(t.newest) >= window {
 		t.sets = [resendSets][resendWays]resendEntry{}
 		t.live = 0
-		return noScope, false
+		return noScope, failure{}, false
 	}
 	key := t.key(req)
 	set := &t.sets[key%resendSets]
 	for i := range set {
 		if set[i].key == key {
 			if now.Sub(set[i].at) < window {
-				return set[i].failed, true
+				return set[i].failed, set[i].cause, true
 			}
-			return noScope, true
+			return noScope, failure{}, true
 		}
 	}
-	return noScope, false
+	return noScope, failure{}, false
 }
 
 // settle records req's latest answer, at a time read from ts: one that
 // client-go resends, a failure of a scope of kind failed (noScope: an
 // answer it does not resend), is remembered with that kind, in place of
 // the oldest entry of its set when the set is full; any other replaces an
-// earlier one of req (known).
-func (t *resendTable) settle(req *http.Request, ts timeSource, failed scopeKind, known bool) {
+// earlier one of req (known). cause is the failure client-go resends
+// after.
+func (t *resendTable) settle(req *http.Request, ts timeSource, failed scopeKind, known bool, cause failure) {
 	if failed == noScope && !known {
 		return
 	}
@@ -106,7 +108,7 @@ func (t *resendTable) settle(req *http.Request, ts timeSource, failed scopeKind,
 	for i := range set {
 		switch e := &set[i]; {
 		case e.key == key:
-			e.at, e.failed = now, failed
+			e.at, e.failed, e.cause = now, failed, cause
 			t.newest = maxTime(t.newest, now)
 			return
 		case e.key == 0:
@@ -118,12 +120,14 @@ func (t *resendTable) settle(req *http.Request, ts timeSource, failed scopeKind,
 	if set[slot].key == 0 {
 		t.live++
 	}
-	set[slot] = resendEntry{key: key, at: now, failed: failed}
+	set[slot] = resendEntry{key: key, at: now, failed: failed, cause: cause}
 	t.newest = maxTime(t.newest, now)
 }
 
 // forget drops req, whose resend the budget refused.
-func (t *resendTable) forget(req *http.Request) { t.settle(req, timeSource{}, noScope, true) }
+func (t *resendTable) forget(req *http.Request) {
+	t.settle(req, timeSource{}, noScope, true, failure{})
+}
 
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {

@@ -19,7 +19,7 @@ func resourceNamed(name string) scope {
 // starts.
 func failThrice(table *holdTable, clk *testingclock.FakeClock, timing holdTiming, s scope) {
 	for range holdFailures {
-		table.observe(true, 0, timeSource{clk}, timing, observation{s, failedTransiently})
+		table.observe(true, 0, timeSource{clk}, timing, observation{scope: s, out: failedTransiently})
 	}
 }
 
@@ -46,7 +46,7 @@ func TestHoldTableBounded(t *testing.T) {
 	}
 	clk.Step(time.Millisecond)
 	newcomer := resourceNamed("new")
-	table.observe(true, 0, ts, timing, observation{newcomer, failedTransiently})
+	table.observe(true, 0, ts, timing, observation{scope: newcomer, out: failedTransiently})
 	if len(table.scopes) != maxScopes || table.scopes[oldest] != nil || table.scopes[newcomer] == nil {
 		t.Fatalf("the full table did not replace the oldest failure by the new one (%d scopes)", len(table.scopes))
 	}
@@ -60,12 +60,12 @@ func TestHoldTableBounded(t *testing.T) {
 	// forgotten first, all of them.
 	var fresh holdTable
 	for i := range maxScopes {
-		fresh.observe(true, 0, ts, timing, observation{resourceNamed(fmt.Sprint(i)), failedTransiently})
+		fresh.observe(true, 0, ts, timing, observation{scope: resourceNamed(fmt.Sprint(i)), out: failedTransiently})
 	}
 	held := resourceNamed("held")
 	fresh.scopes[resourceNamed("0")].start(clk.Now(), timing) // an old scope, but held
 	clk.Step(timing.span)
-	fresh.observe(true, 0, ts, timing, observation{held, failedTransiently})
+	fresh.observe(true, 0, ts, timing, observation{scope: held, out: failedTransiently})
 	if len(fresh.scopes) != 2 || fresh.scopes[resourceNamed("0")] == nil || fresh.scopes[held] == nil {
 		t.Errorf("%d scopes kept, want the held one and the new one", len(fresh.scopes))
 	}
@@ -80,7 +80,7 @@ func TestHoldTableForgetsOnSuccess(t *testing.T) {
 	ts := timeSource{clk}
 	var table holdTable
 	a, b := resourceNamed("a"), resourceNamed("b")
-	table.observe(true, 0, ts, timing, observation{b, answered})
+	table.observe(true, 0, ts, timing, observation{scope: b, out: answered})
 	if len(table.scopes) != 0 {
 		t.Fatal("a success added a scope")
 	}
@@ -89,7 +89,7 @@ func TestHoldTableForgetsOnSuccess(t *testing.T) {
 		t.Fatal("three failed first attempts did not start the hold")
 	}
 	released := table.scopes[a].released
-	table.observe(false, 0, ts, timing, observation{a, answered})
+	table.observe(false, 0, ts, timing, observation{scope: a, out: answered})
 	if len(table.scopes) != 0 {
 		t.Error("the success kept the scope")
 	}

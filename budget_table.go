@@ -11,12 +11,14 @@ const maxScopes = 512
 
 // holdTable keeps the holds of a Budget's scopes: only the scopes that
 // failed since their last success, at most maxScopes of them. Its lock
-// guards the table, every scopeHold in it, the probes' ids and the
-// counters.
+// guards the table, every scopeHold in it or in events, the probes' ids
+// and the counters.
 type holdTable struct {
 	mu     sync.Mutex
 	scopes map[scope]*scopeHold
 	lastID uint64 // the latest probe's id; ids are never 0
+
+	events holdEvents
 
 	held, probes, refused uint64 // since the first use
 }
@@ -29,6 +31,7 @@ type holdTable struct {
 // context) is refused at once.
 func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
 	waited := false
+	var waitedFor *scopeHold
 	for {
 		t.mu.Lock()
 		if len(t.scopes) == 0 { // nothing failing: nothing held
@@ -49,6 +52,7 @@ func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timi
 		if h.letProbe(now, t.lastID+1, timing) {
 			t.lastID++
 			t.probes++
+			h.probes++
 			id := t.lastID
 			t.mu.Unlock()
 			return id, nil
@@ -56,6 +60,10 @@ func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timi
 		if !waited {
 			waited = true
 			t.held++
+		}
+		if waitedFor != h {
+			waitedFor = h
+			h.waited++
 		}
 		wake, released := h.wake(), h.released
 		t.mu.Unlock()
@@ -103,20 +111,26 @@ func (t *holdTable) refuseHeld(first, second scope) (scope, bool) {
 }
 
 // start starts the hold of s at now, after a refused retry that followed
-// a transient failure of s.
-func (t *holdTable) start(s scope, now time.Time, timing holdTiming) {
+// cause, a transient failure of s. It returns the holds it started or
+// ended, whose events are to be delivered.
+func (t *holdTable) start(s scope, now time.Time, timing holdTiming, cause failure) (ch holdChanges) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := t.failing(s, now, timing)
+	h := t.failing(s, now, timing, &ch)
 	h.lastFailure = now
-	h.start(now, timing)
+	if !h.on {
+		h.start(now, timing)
+		t.events.began(h, now, cause, &ch)
+	}
+	return ch
 }
 
 // observation is what an attempt said about one of its scopes (a scope of
-// kind noScope is none).
+// kind noScope is none), and the failure when it failed transiently.
 type observation struct {
 	scope scope
 	out   outcome
+	cause failure
 }
 
 // observe takes what an attempt said about its scopes: a first attempt
@@ -124,8 +138,9 @@ type observation struct {
 // ends a scope's hold and forgets the scope; a probe that did not succeed
 // frees its slot, and doubles the interval when it failed; a transient
 // failure counts against the scope, and a first attempt's may start its
-// hold.
-func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) {
+// hold. It returns the holds it started or ended, whose events are to be
+// delivered.
+func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) (ch holdChanges) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range obs {
@@ -136,32 +151,36 @@ func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing hold
 		switch {
 		case o.out == answered:
 			if h != nil {
-				h.end()
+				t.events.end(h, &ch)
 				delete(t.scopes, o.scope)
 			}
 		case o.out == failedTransiently:
 			now := ts.holdClock().Now()
 			if h == nil {
-				h = t.failing(o.scope, now, timing)
+				h = t.failing(o.scope, now, timing, &ch)
 			}
 			h.lastFailure = now
 			switch {
 			case probe != 0 && h.probe == probe:
 				h.probeEnded(probe, true, timing)
 			case first && !h.on:
-				h.failedFirst(now, timing)
+				if h.failedFirst(now, timing); h.on {
+					t.events.began(h, now, o.cause, &ch)
+				}
 			}
 		case h != nil && probe != 0:
 			h.probeEnded(probe, false, timing)
 		}
 	}
+	return ch
 }
 
 // failing returns s's hold, adding s to the table when it is not in it:
 // when the table is full it first forgets the scopes neither held nor
 // failed within timing.span, and then, if still full, the one whose last
-// failure is the oldest, ending its hold. Called with mu held.
-func (t *holdTable) failing(s scope, now time.Time, timing holdTiming) *scopeHold {
+// failure is the oldest, ending its hold (recorded in ch). Called with mu
+// held.
+func (t *holdTable) failing(s scope, now time.Time, timing holdTiming, ch *holdChanges) *scopeHold {
 	if h := t.scopes[s]; h != nil {
 		return h
 	}
@@ -181,12 +200,12 @@ func (t *holdTable) failing(s scope, now time.Time, timing holdTiming) *scopeHol
 			}
 		}
 		if len(t.scopes) >= maxScopes {
-			oldestHold.end()
+			t.events.end(oldestHold, ch)
 			delete(t.scopes, oldest)
 		}
 	}
-	h := &scopeHold{}
-	t.scopes[s.detached()] = h
+	h := &scopeHold{key: s.detached()}
+	t.scopes[h.key] = h
 	return h
 }
 
@@ -209,4 +228,17 @@ func (t *holdTable) probePanicked(id uint64, ts timeSource, timing holdTiming) {
 			h.probeEnded(id, true, timing)
 		}
 	}
+}
+
+// heldEvents returns a HoldEvent for each hold listed, oldest first.
+func (t *holdTable) heldEvents() []HoldEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events.list()
+}
+
+// deliver delivers the events of the holds that ch lists, outside the
+// lock; see holdEvents.deliver.
+func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges) {
+	t.events.deliver(&t.mu, onHold, ch, 0)
 }

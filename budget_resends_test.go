@@ -26,20 +26,20 @@ func TestResendTable(t *testing.T) {
 		return r
 	}
 	const window = time.Second
-	if failed, known := table.recent(req(0), ts, window); failed != noScope || known {
+	if failed, _, known := table.recent(req(0), ts, window); failed != noScope || known {
 		t.Fatal("an empty table knows a request")
 	}
-	table.settle(req(0), ts, resourceScope, false)
+	table.settle(req(0), ts, resourceScope, false, failure{})
 	clk.Step(window - time.Nanosecond)
-	if failed, known := table.recent(req(0), ts, window); failed != resourceScope || !known {
+	if failed, _, known := table.recent(req(0), ts, window); failed != resourceScope || !known {
 		t.Fatalf("a resend within the window after a failure of its resource: %v, %v", failed, known)
 	}
-	table.settle(req(0), ts, serverScope, true) // its resend failed on the server
-	if failed, _ := table.recent(req(0), ts, window); failed != serverScope {
+	table.settle(req(0), ts, serverScope, true, failure{}) // its resend failed on the server
+	if failed, _, _ := table.recent(req(0), ts, window); failed != serverScope {
 		t.Fatalf("the latest failure was the server's, the table says %v", failed)
 	}
-	table.settle(req(0), ts, noScope, true) // answered: forgotten
-	if _, known := table.recent(req(0), ts, window); known {
+	table.settle(req(0), ts, noScope, true, failure{}) // answered: forgotten
+	if _, _, known := table.recent(req(0), ts, window); known {
 		t.Fatal("an answered request still known")
 	}
 
@@ -54,16 +54,16 @@ func TestResendTable(t *testing.T) {
 	}
 	for _, i := range same {
 		clk.Step(time.Millisecond)
-		table.settle(req(i), ts, serverScope, false)
+		table.settle(req(i), ts, serverScope, false, failure{})
 	}
-	if _, known := table.recent(req(same[0]), ts, window); known {
+	if _, _, known := table.recent(req(same[0]), ts, window); known {
 		t.Error("the full set kept its oldest entry")
 	}
-	if failed, _ := table.recent(req(same[len(same)-1]), ts, window); failed != serverScope {
+	if failed, _, _ := table.recent(req(same[len(same)-1]), ts, window); failed != serverScope {
 		t.Error("the full set lost its newest entry")
 	}
 	clk.Step(window)
-	if failed, known := table.recent(req(same[len(same)-1]), ts, window); failed != noScope || known || table.live != 0 {
+	if failed, _, known := table.recent(req(same[len(same)-1]), ts, window); failed != noScope || known || table.live != 0 {
 		t.Errorf("a window on, the table still holds %d entries", table.live)
 	}
 }
