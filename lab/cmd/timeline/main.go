@@ -22,9 +22,9 @@
 //
 // It prints the figures, writes budget-timeline.csv and budget-timeline.png
 // to the repository's docs/ directory (or --out), and exits non-zero when
-// the budget sent as many requests to what failed as no budget did, or
-// held a scope that did not fail. --quick runs a smaller, shorter
-// version (for the tests).
+// the budget sent as many requests to what failed as no budget did,
+// reported no hold, left one unended, or held a scope that did not fail.
+// --quick runs a smaller, shorter version (for the tests).
 //
 // It starts etcd and a kube-apiserver in process, on loopback.
 //
