@@ -86,7 +86,7 @@ outages:
 ## an in-process apiserver, two controllers at once (no budget, NewBudget()),
 ## the requests per 100 ms on the wire and NewBudget()'s holds; writes
 ## docs/budget-timeline.csv and docs/budget-timeline.png (TIMELINE_ARGS="--out
-## DIR"; about a minute warm; fails when NewBudget() sends as many requests to
+## DIR"; about 40 s warm; fails when NewBudget() sends as many requests to
 ## what fails as no budget, or holds what did not fail)
 .PHONY: timeline
 timeline:
