@@ -82,6 +82,16 @@ study:
 outages:
 	cd lab && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
 
+## timeline: docs/budget.md's picture: one outage and one webhook failing, on
+## an in-process apiserver, two controllers at once (no budget, NewBudget()),
+## the requests per 100 ms on the wire and NewBudget()'s holds; writes
+## docs/budget-timeline.csv and docs/budget-timeline.png (TIMELINE_ARGS="--out
+## DIR"; about 40 s warm; fails when NewBudget() sends as many requests to
+## what fails as no budget, or holds what did not fail)
+.PHONY: timeline
+timeline:
+	cd lab && $(GO) run ./cmd/timeline $(TIMELINE_ARGS)
+
 ## cover: test coverage of the root module
 cover:
 	$(GO) test -count=1 -coverprofile=coverage.out ./...
