@@ -66,7 +66,7 @@ func TestWithAttemptTimeoutRetriesAnAttemptThatRanOutOfItsTime(t *testing.T) {
 					return stall(ctx, tc.fail)
 				}
 				return nil
-			}, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(noSleep{}),
+			}, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(&fakeSleeper{}),
 				retry.WithOnRetry(func(e retry.RetryEvent) { events = append(events, e) }))
 			if !tc.retry {
 				assert.EqualError(t, err, "boom", "judged by the predicate, which retries nothing")
@@ -112,7 +112,7 @@ func TestWithAttemptTimeoutJudgedByThePredicateOtherwise(t *testing.T) {
 		err := retry.OnErrorWithContext(ctx, retry.DefaultRetry, never, func(ctx context.Context) error {
 			calls++
 			return stall(ctx, nil)
-		}, retry.WithAttemptTimeout(time.Hour), retry.WithSleeper(noSleep{}))
+		}, retry.WithAttemptTimeout(time.Hour), retry.WithSleeper(&fakeSleeper{}))
 		assert.True(t, err == context.DeadlineExceeded, "returned as it is, as without the option: %v", err)
 		assert.Equal(t, 1, calls)
 	})
@@ -125,7 +125,7 @@ func TestWithAttemptTimeoutJudgedByThePredicateOtherwise(t *testing.T) {
 			calls++
 			cancel()
 			return stall(actx, nil)
-		}, retry.WithAttemptTimeout(time.Hour), retry.WithSleeper(noSleep{}))
+		}, retry.WithAttemptTimeout(time.Hour), retry.WithSleeper(&fakeSleeper{}))
 		assert.ErrorIs(t, err, context.Canceled, "ctx ends the loop")
 		assert.Equal(t, 1, calls)
 	})
@@ -139,7 +139,7 @@ func TestWithAttemptTimeoutJudgedByThePredicateOtherwise(t *testing.T) {
 			err := stall(actx, nil)
 			cancel()
 			return err
-		}, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(noSleep{}))
+		}, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(&fakeSleeper{}))
 		assert.True(t, err == context.DeadlineExceeded, "the loop's context ended: judged by the predicate, returned as it is: %v", err)
 		assert.Equal(t, 1, calls)
 	})
@@ -165,7 +165,7 @@ func TestWithAttemptTimeoutExhaustion(t *testing.T) {
 		calls++
 		last = stall(ctx, func(err error) error { return &urlError{err} })
 		return last
-	}, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(noSleep{}),
+	}, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(&fakeSleeper{}),
 		retry.WithOnDone(func(e retry.DoneEvent) { done = append(done, e) }))
 	assert.True(t, err == last, "the last attempt's error itself: %v", err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -181,7 +181,7 @@ func TestWithAttemptTimeoutBudgetCharges(t *testing.T) {
 	err := retry.OnErrorWithContext(context.Background(), retry.DefaultRetry, never, func(ctx context.Context) error {
 		calls++
 		return stall(ctx, nil)
-	}, retry.WithAttemptTimeout(attemptTimeout), retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+	}, retry.WithAttemptTimeout(attemptTimeout), retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 	assert.ErrorIs(t, err, retry.ErrBudgetExhausted)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 2, calls)
@@ -238,7 +238,7 @@ func TestWithAttemptTimeoutWriteLoops(t *testing.T) {
 			t.Parallel()
 			c := newCounterClient("jobs")
 			c.stall = tc.stall
-			err := tc.run(context.Background(), c, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(c))
+			err := tc.run(context.Background(), c, retry.WithAttemptTimeout(attemptTimeout), retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			require.NoError(t, err)
 			assert.Equal(t, tc.log, c.log)
 			assert.Equal(t, "a", c.api.objs["jobs"].Owner)

@@ -285,7 +285,7 @@ func TestApplyConflictNotRetriedUnlikeClientGo(t *testing.T) {
 	assert.Same(t, applyErr, wantClientGo)
 
 	var plain, withCtx int
-	var rec recorder
+	var rec fakeSleeper
 	err := retry.RetryOnConflict(b, apply(&plain), retry.WithSleeper(&rec))
 	assert.Same(t, applyErr, err, "returned as it is")
 	assert.Equal(t, 1, plain, "RetryOnConflict sends it once")
@@ -299,7 +299,7 @@ func TestApplyConflictNotRetriedUnlikeClientGo(t *testing.T) {
 		c.log = append(c.log, "update")
 		return nil, applyErr
 	}
-	_, err = retry.UpdateOnConflict(context.Background(), b, nil, c.get, c.claim("a"), update, retry.WithSleeper(c))
+	_, err = retry.UpdateOnConflict(context.Background(), b, nil, c.get, c.claim("a"), update, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 	assert.Same(t, applyErr, err)
 	assert.Equal(t, []string{"get", "mutate", "update"}, c.log, "UpdateOnConflict does not retry it")
 }

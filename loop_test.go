@@ -22,7 +22,7 @@ func TestContextDoneBeforeFirstAttempt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	var rec recorder
+	var rec fakeSleeper
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error { called = true; return nil }, retry.WithSleeper(&rec))
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.False(t, called)
@@ -37,7 +37,7 @@ func TestContextCancelledWhileAtCap(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := conflicts(3)
-	rec := recorder{hook: cancel}
+	rec := fakeSleeper{hook: func(time.Duration) { cancel() }}
 	b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 10, Cap: 2 * time.Second}
 	err := retry.RetryOnConflictWithContext(ctx, b, s.ctxFn, retry.WithSleeper(&rec))
 	assert.ErrorIs(t, err, context.Canceled)
@@ -60,7 +60,7 @@ func TestContextErrorFromFnReturnedAsIs(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	}
-	var rec recorder
+	var rec fakeSleeper
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, fn, retry.WithSleeper(&rec))
 	assert.Same(t, context.Canceled, err)
 	assert.Equal(t, 2, calls)
@@ -79,7 +79,7 @@ func TestContextDoneAfterRetriableError(t *testing.T) {
 	// error names both.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var rec recorder
+	var rec fakeSleeper
 	events := 0
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error {
 		cancel()
@@ -197,7 +197,7 @@ func TestContextCauseWrapped(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
 		s := conflicts(5)
-		rec := recorder{hook: func() { cancel(shutdown) }}
+		rec := fakeSleeper{hook: func(time.Duration) { cancel(shutdown) }}
 		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, retry.WithSleeper(&rec))
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, shutdown)

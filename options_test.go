@@ -225,7 +225,7 @@ func TestWithRandJitter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var rec recorder
+			var rec fakeSleeper
 			b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 1, Jitter: 0.5}
 			err := retry.RetryOnConflict(b, conflicts(3).fn, retry.WithSleeper(&rec), retry.WithRand(func() float64 { return tt.r }))
 			require.True(t, apierrors.IsConflict(err))
@@ -259,7 +259,7 @@ func TestWithRetryAfter(t *testing.T) {
 		return 0, false
 	}
 	b := retry.Backoff{Steps: 6, Duration: 2 * time.Second, Factor: 1}
-	var rec recorder
+	var rec fakeSleeper
 	var events []retry.RetryEvent
 	s := conflicts(6)
 	err := retry.OnError(b, apierrors.IsConflict, s.fn, retry.WithSleeper(&rec), retry.WithRetryAfter(source),
@@ -283,24 +283,24 @@ func TestOnRetryAfterErrorIsOnErrorWithRetryAfter(t *testing.T) {
 	onError := func(opts ...retry.Option) error {
 		return retry.OnError(b, retry.IsRetryAfterError, (&script{errs: errs}).fn, opts...)
 	}
-	var rec recorder
+	var rec fakeSleeper
 	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec)))
 	want := rec.waits
 	assert.Equal(t, []time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second}, want, "max(Step, the server's delay)")
 
-	rec = recorder{}
+	rec = fakeSleeper{}
 	require.NoError(t, onError(retry.WithSleeper(&rec), retry.WithRetryAfter(retry.RetryAfter)))
 	assert.Equal(t, want, rec.waits, "OnError with WithRetryAfter(RetryAfter) is OnRetryAfterError")
 
-	rec = recorder{}
+	rec = fakeSleeper{}
 	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec), retry.WithRetryAfter(func(error) (time.Duration, bool) { return 7 * time.Second, true })))
 	assert.Equal(t, []time.Duration{7 * time.Second, 7 * time.Second, 7 * time.Second}, rec.waits, "a later WithRetryAfter replaces the preset")
 
-	rec = recorder{}
+	rec = fakeSleeper{}
 	require.NoError(t, onRetryAfter(retry.WithSleeper(&rec), retry.WithRetryAfter(func(error) (time.Duration, bool) { return 7 * time.Second, true }), retry.WithRetryAfter(nil)))
 	assert.Equal(t, want, rec.waits, "WithRetryAfter(nil) restores OnRetryAfterError's RetryAfter")
 
-	rec = recorder{}
+	rec = fakeSleeper{}
 	require.NoError(t, onError(retry.WithSleeper(&rec), retry.WithRetryAfter(nil)))
 	assert.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second}, rec.waits, "WithRetryAfter(nil) on OnError: no server delay")
 }
@@ -326,7 +326,7 @@ func TestWithRetryAfterCalledWhenNoWaitFollows(t *testing.T) {
 		},
 		"a wait follows": {
 			run: func(_ context.Context, _ context.CancelFunc, source retry.Option) error {
-				return retry.OnError(retry.Backoff{Steps: 2}, always, conflicts(2).fn, source, retry.WithSleeper(&recorder{}))
+				return retry.OnError(retry.Backoff{Steps: 2}, always, conflicts(2).fn, source, retry.WithSleeper(&fakeSleeper{}))
 			},
 			wantCalls: 1,
 		},
@@ -335,7 +335,7 @@ func TestWithRetryAfterCalledWhenNoWaitFollows(t *testing.T) {
 				// The first step reaches Cap (the next Duration would pass it): its
 				// wait is waited out, and the loop returns after one attempt.
 				b := retry.Backoff{Steps: 10, Duration: time.Second, Factor: 2, Cap: 1500 * time.Millisecond}
-				return retry.OnError(b, always, conflicts(10).fn, source, retry.WithSleeper(&recorder{}))
+				return retry.OnError(b, always, conflicts(10).fn, source, retry.WithSleeper(&fakeSleeper{}))
 			},
 			wantCalls: 1,
 		},
@@ -344,7 +344,7 @@ func TestWithRetryAfterCalledWhenNoWaitFollows(t *testing.T) {
 				return retry.OnErrorWithContext(ctx, retry.Backoff{Steps: 3}, always, func(context.Context) error {
 					cancel()
 					return conflict(1)
-				}, source, retry.WithSleeper(&recorder{}))
+				}, source, retry.WithSleeper(&fakeSleeper{}))
 			},
 			wantCalls: 1,
 			wantErr:   context.Canceled,

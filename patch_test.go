@@ -341,7 +341,7 @@ func TestPatchOnConflictRetriesAConflict(t *testing.T) {
 		return c.Patch(ctx, o.Name, types.MergePatchType, data, metav1.PatchOptions{})
 	}
 	obj, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, cached, get,
-		func(o *Counter) error { o.Owner = "a"; return nil }, patch, retry.WithSleeper(c))
+		func(o *Counter) error { o.Owner = "a"; return nil }, patch, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"patch", "wait", "get", "patch"}, c.log)
 	assert.Equal(t, "a", obj.Owner)
@@ -362,7 +362,7 @@ func TestPatchOnConflictErrors(t *testing.T) {
 			},
 			func(o *Counter) error { o.Owner = "a"; return nil },
 			func(context.Context, *Counter, []byte) (*Counter, error) { calls++; return nil, forbidden },
-			retry.WithSleeper(noSleep{}))
+			retry.WithSleeper(&fakeSleeper{}))
 		assert.Same(t, forbidden, err)
 		assert.Equal(t, 1, calls, "not retried")
 	})
@@ -376,7 +376,7 @@ func TestPatchOnConflictErrors(t *testing.T) {
 			},
 			func(o *Counter) error { o.Owner = "a"; return nil },
 			func(context.Context, *Counter, []byte) (*Counter, error) { n++; last = conflict(n); return nil, last },
-			retry.WithSleeper(noSleep{}))
+			retry.WithSleeper(&fakeSleeper{}))
 		assert.True(t, err == last, "the last Conflict itself: %v", err)
 		assert.Nil(t, obj)
 		assert.Equal(t, 3, n)
