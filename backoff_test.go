@@ -10,6 +10,7 @@ import (
 	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -564,4 +565,14 @@ func BenchmarkBackoffStep(b *testing.B) {
 		bo := base // a caller starts each retry sequence from its configured value
 		stepSink = bo.Step()
 	}
+}
+
+func TestInvalidBackoffErrorIsValidates(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 0, Factor: -2}
+	err := retry.OnError(b, apierrors.IsConflict, func() error { return nil })
+	require.Error(t, err)
+	assert.Equal(t, b.Validate().Error(), err.Error())
+	assert.Contains(t, err.Error(), "Steps 0")
+	assert.Contains(t, err.Error(), "Factor -2")
 }

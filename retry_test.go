@@ -100,16 +100,6 @@ func TestLoopsRejectBadInput(t *testing.T) {
 	assert.False(t, called, "fn was called for bad input")
 }
 
-func TestInvalidBackoffErrorIsValidates(t *testing.T) {
-	t.Parallel()
-	b := retry.Backoff{Steps: 0, Factor: -2}
-	err := retry.OnError(b, apierrors.IsConflict, func() error { return nil })
-	require.Error(t, err)
-	assert.Equal(t, b.Validate().Error(), err.Error())
-	assert.Contains(t, err.Error(), "Steps 0")
-	assert.Contains(t, err.Error(), "Factor -2")
-}
-
 // TestOnErrorMatchesClientGo runs random backoffs and random fn results
 // through OnError and through client-go's loop on wait.ExponentialBackoff:
 // same number of calls, same error, and waits equal to wait.Backoff.Step,
