@@ -10,6 +10,7 @@ import (
 	"github.com/kuberetry/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -311,7 +312,7 @@ func TestBackoffJitterThroughLoop(t *testing.T) {
 				want = append(want, d+time.Duration(r*tt.b.Jitter*float64(d)))
 			}
 
-			var sleeper recorder
+			var sleeper fakeSleeper
 			errRetry := errors.New("again")
 			err := retry.OnError(tt.b, func(error) bool { return true }, func() error { return errRetry },
 				retry.WithSleeper(&sleeper), retry.WithRand(randSeq(tt.rands...)))
@@ -326,7 +327,7 @@ func TestBackoffJitterThroughLoop(t *testing.T) {
 func TestBackoffJitterSaturatesThroughLoop(t *testing.T) {
 	t.Parallel()
 	b := retry.Backoff{Duration: largestDuration / 2, Factor: 1, Jitter: 10, Steps: 3}
-	var sleeper recorder
+	var sleeper fakeSleeper
 	err := retry.OnError(b, func(error) bool { return true }, func() error { return errors.New("again") },
 		retry.WithSleeper(&sleeper), retry.WithRand(randSeq(0.9)))
 	require.Error(t, err)
@@ -433,7 +434,7 @@ func TestBackoffWithMaxRetriesAttempts(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
 			calls := 0
-			var sleeper recorder
+			var sleeper fakeSleeper
 			err := retry.OnError(retry.Backoff{Duration: time.Hour}.WithMaxRetries(n), func(error) bool { return true },
 				func() error { calls++; return errors.New("again") }, retry.WithSleeper(&sleeper))
 			require.Error(t, err)
@@ -564,4 +565,14 @@ func BenchmarkBackoffStep(b *testing.B) {
 		bo := base // a caller starts each retry sequence from its configured value
 		stepSink = bo.Step()
 	}
+}
+
+func TestInvalidBackoffErrorIsValidates(t *testing.T) {
+	t.Parallel()
+	b := retry.Backoff{Steps: 0, Factor: -2}
+	err := retry.OnError(b, apierrors.IsConflict, func() error { return nil })
+	require.Error(t, err)
+	assert.Equal(t, b.Validate().Error(), err.Error())
+	assert.Contains(t, err.Error(), "Steps 0")
+	assert.Contains(t, err.Error(), "Factor -2")
 }

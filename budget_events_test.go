@@ -313,7 +313,7 @@ func TestHoldEventsConcurrent(t *testing.T) {
 							return errDown
 						}
 						return nil
-					}, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+					}, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 					return
 				}
 				resp, err := rt.RoundTrip(request(t, done, http.MethodGet, url(i)))

@@ -26,7 +26,7 @@ import (
 // returns the retries the budget granted (OnRetry calls) and the error.
 func budgetRun(b *retry.Budget, steps int) (retries int, err error) {
 	err = retry.OnError(retry.Backoff{Steps: steps}, always, func() error { return errDown },
-		retry.WithBudget(b), retry.WithSleeper(noSleep{}),
+		retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}),
 		retry.WithOnRetry(func(retry.RetryEvent) { retries++ }))
 	return retries, err
 }
@@ -112,7 +112,7 @@ func TestNewBudget(t *testing.T) {
 	// DefaultBackoff's 4 attempts.
 	s := conflicts(3)
 	s.errs = append(s.errs, nil)
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultBackoff, s.fn, retry.WithBudget(b), retry.WithSleeper(noSleep{})))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultBackoff, s.fn, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{})))
 	assert.Equal(t, retry.BudgetStats{FirstAttempts: 1, Retries: 3}, b.Stats())
 }
 
@@ -403,7 +403,7 @@ func TestBudgetWithdrawsAfterContextChecks(t *testing.T) {
 			return retry.OnErrorWithContext(ctx, retry.DefaultRetry, always, func(context.Context) error {
 				cancel()
 				return errDown
-			}, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+			}, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 		}, context.Canceled},
 		"wait past the deadline": {func(b *retry.Budget) error {
 			// The default sleeper does not start a wait that would outlast
@@ -429,7 +429,7 @@ func TestBudgetWithdrawsAfterContextChecks(t *testing.T) {
 	// The control: without the ctx ending it, such a loop takes the retry.
 	b := oneRetry()
 	err := retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 2}, always,
-		func(context.Context) error { return errDown }, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+		func(context.Context) error { return errDown }, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 	require.Same(t, errDown, err)
 	retries, err := budgetRun(b, 5)
 	assert.Zero(t, retries)
@@ -664,10 +664,10 @@ func (s *budgetSim) call() {
 			return nil
 		}
 		return errDown
-	}, retry.WithBudget(s.budget), retry.WithSleeper(sleepHook(func(d time.Duration) {
+	}, retry.WithBudget(s.budget), retry.WithSleeper(&fakeSleeper{hook: func(d time.Duration) {
 		s.clk.Step(d)
 		s.run()
-	})), retry.WithOnRetry(func(e retry.RetryEvent) {
+	}}), retry.WithOnRetry(func(e retry.RetryEvent) {
 		if e.Final {
 			return
 		}
@@ -793,7 +793,7 @@ func TestBudgetConcurrentLoops(t *testing.T) {
 							return nil
 						}
 						return errDown
-					}, retry.WithBudget(b), retry.WithSleeper(noSleep{}), retry.WithOnRetry(func(retry.RetryEvent) {
+					}, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}), retry.WithOnRetry(func(retry.RetryEvent) {
 						mu.Lock()
 						defer mu.Unlock()
 						log.retries = append(log.retries, log.now)
@@ -1021,7 +1021,7 @@ func TestHoldStartsAfterFailedFirstAttempts(t *testing.T) {
 		}, false},
 		{"retries do not count", func(b *retry.Budget, clk *testingclock.FakeClock) []func() {
 			return []func(){fail(b, errDown), func() {
-				_ = retry.OnError(retry.Backoff{Steps: 5}, always, func() error { return errDown }, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+				_ = retry.OnError(retry.Backoff{Steps: 5}, always, func() error { return errDown }, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 			}}
 		}, false},
 	}
@@ -1324,7 +1324,7 @@ func TestHoldRetriesAreNotHeld(t *testing.T) {
 			return errDown
 		}
 		return nil
-	}, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+	}, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 	require.NoError(t, err)
 	assert.Equal(t, 3, attempts)
 	assert.False(t, holds(t, clk, b), "the retry's success ended the hold")
@@ -1520,11 +1520,6 @@ type outageSim struct {
 
 func (s *outageSim) isDown(at time.Time) bool { return !at.Before(s.down) && at.Before(s.up) }
 
-// fakeWait is a Sleeper on the fake clock.
-type fakeWait struct{ clk *testingclock.FakeClock }
-
-func (f fakeWait) Sleep(d time.Duration) { <-f.clk.After(d) }
-
 func (s *outageSim) worker(ctx context.Context, rng *rand.Rand) {
 	pace := time.Duration(20+rng.IntN(80)) * time.Millisecond
 	backoff := retry.Backoff{Steps: 1 + rng.IntN(3), Duration: 10 * time.Millisecond}
@@ -1551,7 +1546,7 @@ func (s *outageSim) worker(ctx context.Context, rng *rand.Rand) {
 				s.successes = append(s.successes, now)
 			}
 			return 1, nil
-		}, retry.WithBudget(s.budget), retry.WithSleeper(fakeWait{s.clk}))
+		}, retry.WithBudget(s.budget), retry.WithSleeper(&fakeSleeper{hook: func(d time.Duration) { <-s.clk.After(d) }}))
 		if errors.Is(err, retry.ErrBudgetExhausted) && ctx.Err() == nil {
 			s.mu.Lock()
 			s.refusals = append(s.refusals, s.clk.Now())

@@ -395,7 +395,7 @@ func TestWrapTransportHeldUntilTheAttemptTimeout(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 		return err
-	}, retry.WithAttemptTimeout(5*time.Millisecond), retry.WithSleeper(noSleep{}))
+	}, retry.WithAttemptTimeout(5*time.Millisecond), retry.WithSleeper(&fakeSleeper{}))
 	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 1, attempts)
@@ -535,10 +535,10 @@ func TestWrapTransportLoopMarks(t *testing.T) {
 		want retry.BudgetStats
 	}{
 		{"after a transient failure", func(_, _ *retry.Budget, rt http.RoundTripper) error {
-			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, get(rt)), retry.WithSleeper(noSleep{}))
+			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, get(rt)), retry.WithSleeper(&fakeSleeper{}))
 		}, retry.BudgetStats{Retries: 1}},
 		{"after a Conflict", func(_, _ *retry.Budget, rt http.RoundTripper) error {
-			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, conflict(1), get(rt)), retry.WithSleeper(noSleep{}))
+			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, conflict(1), get(rt)), retry.WithSleeper(&fakeSleeper{}))
 		}, retry.BudgetStats{FirstAttempts: 1}},
 		{"after an attempt that ran out of its own time", func(_, _ *retry.Budget, rt http.RoundTripper) error {
 			calls := 0
@@ -548,35 +548,35 @@ func TestWrapTransportLoopMarks(t *testing.T) {
 					return ctx.Err()
 				}
 				return get(rt)(ctx)
-			}, retry.WithAttemptTimeout(time.Millisecond), retry.WithSleeper(noSleep{}))
+			}, retry.WithAttemptTimeout(time.Millisecond), retry.WithSleeper(&fakeSleeper{}))
 		}, retry.BudgetStats{Retries: 1}},
 		{"after the quota admission's Conflict", func(_, _ *retry.Budget, rt http.RoundTripper) error {
-			return retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, attempts(1, quotaConflict(), get(rt)), retry.WithSleeper(noSleep{}))
+			return retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, attempts(1, quotaConflict(), get(rt)), retry.WithSleeper(&fakeSleeper{}))
 		}, retry.BudgetStats{FirstAttempts: 1}},
 		{"a first attempt", func(_, _ *retry.Budget, rt http.RoundTripper) error {
 			_, err := retry.OnErrorValue(ctx, loopBackoff, always, func(ctx context.Context) (int, error) { return 0, get(rt)(ctx) })
 			return err
 		}, retry.BudgetStats{FirstAttempts: 1}},
 		{"inside a loop with this budget", func(b, _ *retry.Budget, rt http.RoundTripper) error {
-			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, get(rt)), retry.WithSleeper(noSleep{}), retry.WithBudget(b))
+			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, get(rt)), retry.WithSleeper(&fakeSleeper{}), retry.WithBudget(b))
 		}, retry.BudgetStats{FirstAttempts: 1, Retries: 1}}, // the loop's own
 		{"inside a loop with another budget", func(_, other *retry.Budget, rt http.RoundTripper) error {
-			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, get(rt)), retry.WithSleeper(noSleep{}), retry.WithBudget(other))
+			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, get(rt)), retry.WithSleeper(&fakeSleeper{}), retry.WithBudget(other))
 		}, retry.BudgetStats{Retries: 1}},
 		{"a loop without a budget inside one with this budget", func(b, _ *retry.Budget, rt http.RoundTripper) error {
 			return retry.OnErrorWithContext(ctx, loopBackoff, always, func(ctx context.Context) error {
-				return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(2, errDown, get(rt)), retry.WithSleeper(noSleep{}))
+				return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(2, errDown, get(rt)), retry.WithSleeper(&fakeSleeper{}))
 			}, retry.WithBudget(b))
 		}, retry.BudgetStats{FirstAttempts: 1}},
 		{"a first attempt inside a retry of an outer loop", func(b, _ *retry.Budget, rt http.RoundTripper) error {
 			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, func(ctx context.Context) error {
 				return retry.OnErrorWithContext(ctx, loopBackoff, always, get(rt))
-			}), retry.WithSleeper(noSleep{}))
+			}), retry.WithSleeper(&fakeSleeper{}))
 		}, retry.BudgetStats{Retries: 1}},
 		{"a first attempt of a loop with another budget inside a retry of an outer loop", func(_, other *retry.Budget, rt http.RoundTripper) error {
 			return retry.OnErrorWithContext(ctx, loopBackoff, always, attempts(1, errDown, func(ctx context.Context) error {
 				return retry.OnErrorWithContext(ctx, loopBackoff, always, get(rt), retry.WithBudget(other))
-			}), retry.WithSleeper(noSleep{}))
+			}), retry.WithSleeper(&fakeSleeper{}))
 		}, retry.BudgetStats{Retries: 1}},
 		{"a write loop's attempt", func(b, _ *retry.Budget, rt http.RoundTripper) error {
 			c := newCalls()
@@ -910,7 +910,7 @@ func TestScopesHeldScopeRefusesItsRetries(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 		return err
-	}, retry.WithSleeper(noSleep{}))
+	}, retry.WithSleeper(&fakeSleeper{}))
 	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 	assert.Equal(t, 2, attempts, "the refusal ended the loop at once")
 
@@ -925,7 +925,7 @@ func TestScopesHeldScopeRefusesItsRetries(t *testing.T) {
 			_ = resp.Body.Close()
 		}
 		return err
-	}, retry.WithSleeper(noSleep{})))
+	}, retry.WithSleeper(&fakeSleeper{})))
 	assert.Equal(t, 3, p.count("/deployments/"), "no retry of the held scope was sent")
 	assert.Equal(t, retry.BudgetStats{FirstAttempts: 3, Retries: 1, Refused: 2}, b.Stats())
 }
@@ -998,10 +998,10 @@ func TestScopesLoopsOnTheWire(t *testing.T) {
 		calls := 0
 		fail := func() error { calls++; return errDown }
 		for range 3 {
-			err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, fail, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+			err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, fail, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 			require.Error(t, err)
 		}
-		err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, fail, retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+		err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, fail, retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 		if onWire {
 			require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 			assert.Equal(t, 4, calls, "on the wire: every call made its first attempt")
@@ -1059,7 +1059,7 @@ func TestScopesEveryResourceFailing(t *testing.T) {
 						}
 						_ = resp.Body.Close()
 						return apierrors.NewServiceUnavailable("etcd is unavailable")
-					}, retry.WithSleeper(fakeWait{clk}), retry.WithRand(func() float64 { return 0.5 }))
+					}, retry.WithSleeper(&fakeSleeper{hook: func(d time.Duration) { <-clk.After(d) }}), retry.WithRand(func() float64 { return 0.5 }))
 					select {
 					case <-ctx.Done():
 					case <-clk.After(100 * time.Millisecond):
@@ -1205,7 +1205,7 @@ func TestScopesARefusedLoopRetryStartsNoHold(t *testing.T) {
 	}
 	for i := range 2 {
 		ctx, stop := atOnce(clk)
-		err := retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, get, retry.WithSleeper(noSleep{}))
+		err := retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, get, retry.WithSleeper(&fakeSleeper{}))
 		stop()
 		require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 		assert.Contains(t, err.Error(), "the budget refused a retry of reads of secrets and did not send it")
@@ -1213,7 +1213,7 @@ func TestScopesARefusedLoopRetryStartsNoHold(t *testing.T) {
 	}
 	// The third failed first attempt of reads of secrets starts their hold.
 	ctx, stop := atOnce(clk)
-	err := retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, get, retry.WithSleeper(noSleep{}))
+	err := retry.OnErrorWithContext(ctx, loopBackoff, retry.IsTransient, get, retry.WithSleeper(&fakeSleeper{}))
 	stop()
 	assert.Contains(t, err.Error(), ": reads of secrets are held; the retry was not sent")
 	err = waitsThenEnds(t, clk, rt, http.MethodGet, secretURL)

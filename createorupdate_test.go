@@ -90,7 +90,7 @@ func TestCreateOrUpdateRule2CreatesFromAStoredCopy(t *testing.T) {
 	}
 
 	obj, res, err := retry.CreateOrUpdate(context.Background(), retry.DefaultRetry, current, c.get, c.claim("a"), create, c.update,
-		retry.WithSleeper(c))
+		retry.WithSleeper(&fakeSleeper{log: &c.log}))
 	require.NoError(t, err)
 	assert.Equal(t, retry.ResultCreated, res)
 	assert.Equal(t, []string{"mutate", "update", "wait", "get", "mutate", "create"}, c.log,
@@ -188,7 +188,7 @@ func TestCreateOrUpdateRule3(t *testing.T) {
 			c.log = append(c.log, "update")
 			return nil, applyErr
 		}
-		obj, res, err := retry.CreateOrUpdate(context.Background(), retry.DefaultRetry, desired(), c.get, c.claim("a"), c.create, update, retry.WithSleeper(c))
+		obj, res, err := retry.CreateOrUpdate(context.Background(), retry.DefaultRetry, desired(), c.get, c.claim("a"), c.create, update, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 		assert.Same(t, applyErr, err)
 		assert.Equal(t, retry.ResultUnchanged, res)
 		assert.Nil(t, obj)
@@ -251,7 +251,7 @@ func TestCreateOrUpdateRule4ErrorsReturnedAsIs(t *testing.T) {
 				return c.update(ctx, obj)
 			}
 			want := firstErr(tc.get, tc.mutate, tc.create, tc.update)
-			obj, res, err := retry.CreateOrUpdate(context.Background(), retry.DefaultRetry, desired(), get, mutate, create, update, retry.WithSleeper(c))
+			obj, res, err := retry.CreateOrUpdate(context.Background(), retry.DefaultRetry, desired(), get, mutate, create, update, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			assert.Same(t, want, err, "returned as it is")
 			assert.Nil(t, obj)
 			assert.Equal(t, retry.ResultUnchanged, res)
@@ -308,7 +308,7 @@ func TestCreateOrUpdateRule4Exhaustion(t *testing.T) {
 				update = fail
 			}
 			b := retry.Backoff{Steps: 3, Duration: time.Millisecond}
-			obj, res, err := retry.CreateOrUpdate(context.Background(), b, desired(), c.get, c.claim("a"), create, update, retry.WithSleeper(c))
+			obj, res, err := retry.CreateOrUpdate(context.Background(), b, desired(), c.get, c.claim("a"), create, update, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			assert.True(t, err == last, "the last error itself: got %v, want %v", err, last)
 			assert.Nil(t, obj)
 			assert.Equal(t, retry.ResultUnchanged, res)

@@ -107,18 +107,18 @@ func TestWithOnDoneOutcomes(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s := conflicts(5)
-			opts = append(opts, retry.WithSleeper(sleepHook(func(time.Duration) {
+			opts = append(opts, retry.WithSleeper(&fakeSleeper{hook: func(time.Duration) {
 				if s.calls == 2 {
 					cancel()
 				}
-			})))
+			}}))
 			return s, retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, opts...)
 		}, outcome{attempts: 2, is: []error{context.Canceled}}},
 		{"ctx ends during the capped final wait", func(opts ...retry.Option) (*script, error) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s := conflicts(5)
-			opts = append(opts, retry.WithSleeper(sleepHook(func(time.Duration) { cancel() })))
+			opts = append(opts, retry.WithSleeper(&fakeSleeper{hook: func(time.Duration) { cancel() }}))
 			return s, retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2, Cap: time.Second}, s.ctxFn, opts...)
 		}, outcome{attempts: 1, is: []error{context.Canceled}}},
 		{"wait past the deadline", func(opts ...retry.Option) (*script, error) {
@@ -141,7 +141,7 @@ func TestWithOnDoneOutcomes(t *testing.T) {
 			t.Parallel()
 			var done []retry.DoneEvent
 			s, err := tt.run(
-				retry.WithSleeper(noSleep{}), // replaced by a later WithSleeper
+				retry.WithSleeper(&fakeSleeper{}), // replaced by a later WithSleeper
 				retry.WithOnDone(func(e retry.DoneEvent) { done = append(done, e) }))
 			require.Len(t, done, 1)
 			assert.Equal(t, tt.want.attempts, done[0].Attempts)
@@ -227,7 +227,7 @@ func TestWithOnDoneWriteLoops(t *testing.T) {
 					get = tt.get(api)
 				}
 				var done []retry.DoneEvent
-				err := run(api, get, tt.mutate, retry.WithSleeper(noSleep{}),
+				err := run(api, get, tt.mutate, retry.WithSleeper(&fakeSleeper{}),
 					retry.WithOnDone(func(e retry.DoneEvent) { done = append(done, e) }))
 				tt.check(t, err)
 				require.Len(t, done, 1)
@@ -248,7 +248,7 @@ func TestWithOnDoneWriteLoops(t *testing.T) {
 	}
 	var done []retry.DoneEvent
 	_, _, err := retry.CreateOrUpdate(ctx, retry.DefaultRetry, desired(), get, func(*Counter) error { return nil },
-		api.Create, api.Update, retry.WithSleeper(noSleep{}), retry.WithOnDone(func(e retry.DoneEvent) { done = append(done, e) }))
+		api.Create, api.Update, retry.WithSleeper(&fakeSleeper{}), retry.WithOnDone(func(e retry.DoneEvent) { done = append(done, e) }))
 	require.True(t, apierrors.IsAlreadyExists(err), "%v", err)
 	require.Len(t, done, 1)
 	assert.Equal(t, retry.DoneEvent{Attempts: retry.DefaultRetry.Steps, Err: err, Exhausted: true}, done[0])
@@ -394,7 +394,7 @@ func TestWithOnDoneNotCalledOnPanic(t *testing.T) {
 			_ = retry.OnError(retry.DefaultRetry, always, func() error { return errDown }, append(o, retry.WithOnRetry(func(retry.RetryEvent) { explode() }))...)
 		},
 		"sleeper": func(o ...retry.Option) {
-			_ = retry.OnError(retry.DefaultRetry, always, func() error { return errDown }, append(o, retry.WithSleeper(sleepHook(func(time.Duration) { explode() })))...)
+			_ = retry.OnError(retry.DefaultRetry, always, func() error { return errDown }, append(o, retry.WithSleeper(&fakeSleeper{hook: func(time.Duration) { explode() }}))...)
 		},
 		"OnErrorValue fn": func(o ...retry.Option) {
 			_, _ = retry.OnErrorValue(ctx, retry.DefaultRetry, always, func(context.Context) (int, error) { explode(); return 0, nil }, o...)
@@ -427,7 +427,7 @@ func TestWithOnDoneNotCalledOnPanic(t *testing.T) {
 			t.Parallel()
 			done := 0
 			assert.PanicsWithValue(t, boom{}, func() {
-				run(retry.WithSleeper(noSleep{}), retry.WithOnDone(func(retry.DoneEvent) { done++ }))
+				run(retry.WithSleeper(&fakeSleeper{}), retry.WithOnDone(func(retry.DoneEvent) { done++ }))
 			})
 			assert.Zero(t, done)
 		})
@@ -438,7 +438,7 @@ func TestWithOnRetry(t *testing.T) {
 	t.Parallel()
 	s := &script{errs: []error{conflict(1), throttled(7), conflict(3), nil}}
 	var events []retry.RetryEvent
-	var rec recorder
+	var rec fakeSleeper
 	b := retry.Backoff{Steps: 5, Duration: time.Second, Factor: 2}
 	err := retry.OnRetryAfterError(b, func(error) bool { return true }, s.fn,
 		retry.WithSleeper(&rec),
@@ -464,7 +464,7 @@ func TestWithOnRetryNotCalledWithoutAWait(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			called := 0
-			var rec recorder
+			var rec fakeSleeper
 			_ = retry.RetryOnConflict(retry.Backoff{Steps: 1}, (&script{errs: errs}).fn,
 				retry.WithSleeper(&rec), retry.WithOnRetry(func(retry.RetryEvent) { called++ }))
 			assert.Zero(t, called)

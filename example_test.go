@@ -588,10 +588,11 @@ func ExampleBudget_Stats() {
 	budget := &retry.Budget{MinPerSecond: 0.1, Window: 10 * time.Second}
 	backoff := retry.Backoff{Steps: 2}
 	down := apierrors.NewServiceUnavailable("the apiserver is down")
+	clk := testingclock.NewFakeClock(time.Now())
 	_ = retry.OnError(backoff, retry.IsTransient, func() error { return nil }, retry.WithBudget(budget))
 	for range 2 {
 		_ = retry.OnError(backoff, retry.IsTransient, func() error { return down },
-			retry.WithBudget(budget), retry.WithSleeper(noSleep{}))
+			retry.WithBudget(budget), retry.WithSleeper(clk))
 	}
 	fmt.Printf("%+v\n", budget.Stats())
 	// Output:

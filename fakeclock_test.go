@@ -90,7 +90,7 @@ func onHold(t testing.TB, hold time.Duration) (*testingclock.FakeClock, *retry.B
 func startHold(t testing.TB, b *retry.Budget) {
 	t.Helper()
 	err := retry.OnError(retry.Backoff{Steps: 2}, retry.IsTransient, func() error { return errDown },
-		retry.WithBudget(b), retry.WithSleeper(noSleep{}))
+		retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 }
 

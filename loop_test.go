@@ -2,7 +2,6 @@ package retry_test
 
 import (
 	"context"
-	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -22,7 +21,7 @@ func TestContextDoneBeforeFirstAttempt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	var rec recorder
+	var rec fakeSleeper
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error { called = true; return nil }, retry.WithSleeper(&rec))
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.False(t, called)
@@ -37,7 +36,7 @@ func TestContextCancelledWhileAtCap(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := conflicts(3)
-	rec := recorder{hook: cancel}
+	rec := fakeSleeper{hook: func(time.Duration) { cancel() }}
 	b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 10, Cap: 2 * time.Second}
 	err := retry.RetryOnConflictWithContext(ctx, b, s.ctxFn, retry.WithSleeper(&rec))
 	assert.ErrorIs(t, err, context.Canceled)
@@ -60,7 +59,7 @@ func TestContextErrorFromFnReturnedAsIs(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	}
-	var rec recorder
+	var rec fakeSleeper
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, fn, retry.WithSleeper(&rec))
 	assert.Same(t, context.Canceled, err)
 	assert.Equal(t, 2, calls)
@@ -79,7 +78,7 @@ func TestContextDoneAfterRetriableError(t *testing.T) {
 	// error names both.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var rec recorder
+	var rec fakeSleeper
 	events := 0
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, func(context.Context) error {
 		cancel()
@@ -187,41 +186,6 @@ func TestSuccessPathAllocations(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() {
 		_, _ = retry.OnErrorValue(ctx, retry.DefaultRetry, apierrors.IsConflict, okValue)
 	}), "OnErrorValue")
-}
-
-func TestContextCauseWrapped(t *testing.T) {
-	t.Parallel()
-	shutdown := errors.New("controller shutting down")
-	t.Run("canceled during a wait", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithCancelCause(context.Background())
-		defer cancel(nil)
-		s := conflicts(5)
-		rec := recorder{hook: func() { cancel(shutdown) }}
-		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, retry.WithSleeper(&rec))
-		assert.ErrorIs(t, err, context.Canceled)
-		assert.ErrorIs(t, err, shutdown)
-		assert.ErrorIs(t, err, s.errs[0])
-		assert.Equal(t, "retry: context canceled (cause: controller shutting down) after 1 attempt, last error: "+s.errs[0].Error(), err.Error())
-	})
-	t.Run("deadline passed before the first attempt", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithDeadlineCause(context.Background(), time.Unix(0, 0), shutdown)
-		defer cancel()
-		s := conflicts(5)
-		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn)
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.ErrorIs(t, err, shutdown)
-		assert.Zero(t, s.calls)
-		assert.Equal(t, "retry: context deadline exceeded (cause: controller shutting down) before the first attempt", err.Error())
-	})
-	t.Run("no cause given", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(nil) // the cause is then ctx.Err() itself, named once
-		err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, conflicts(1).ctxFn)
-		assert.Equal(t, "retry: context canceled before the first attempt", err.Error())
-	})
 }
 
 func BenchmarkOnErrorSuccessParallel(b *testing.B) {

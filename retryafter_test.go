@@ -309,7 +309,7 @@ func TestOnRetryAfterErrorHostileRetryAfterSeconds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var sleeper recorder
+			var sleeper fakeSleeper
 			calls := 0
 			err := retry.OnRetryAfterError(backoff, retry.IsRetryAfterError, func() error {
 				calls++

@@ -38,7 +38,7 @@ func TestContextCancelledDuringCustomSleep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := conflicts(10)
-	rec := recorder{hook: cancel}
+	rec := fakeSleeper{hook: func(time.Duration) { cancel() }}
 	var events int
 	err := retry.RetryOnConflictWithContext(ctx, retry.DefaultRetry, s.ctxFn, retry.WithSleeper(&rec), retry.WithOnRetry(func(retry.RetryEvent) { events++ }))
 	assert.ErrorIs(t, err, context.Canceled)
@@ -86,7 +86,7 @@ func TestCustomSleeperIgnoresDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	s := conflicts(3)
-	var rec recorder
+	var rec fakeSleeper
 	err := retry.RetryOnConflictWithContext(ctx, retry.Backoff{Steps: 3, Duration: 2 * time.Hour}, s.ctxFn, retry.WithSleeper(&rec))
 	assert.Same(t, s.errs[2], err)
 	assert.Equal(t, []time.Duration{2 * time.Hour, 2 * time.Hour}, rec.waits)

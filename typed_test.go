@@ -29,7 +29,9 @@ type typedForm struct {
 // closures that the typed forms are documented to be, obj as current.
 func typedForms() []typedForm {
 	ctx := context.Background()
-	opts := func(c *counterClient) []retry.Option { return []retry.Option{retry.WithSleeper(c)} }
+	opts := func(c *counterClient) []retry.Option {
+		return []retry.Option{retry.WithSleeper(&fakeSleeper{log: &c.log})}
+	}
 	get := func(c *counterClient, obj *Counter) func(context.Context) (*Counter, error) {
 		return func(ctx context.Context) (*Counter, error) { return c.Get(ctx, obj.Name, metav1.GetOptions{}) }
 	}
@@ -188,7 +190,7 @@ func TestTypedFormsWrite(t *testing.T) {
 		c := newCounterClient()
 		c.api.failCreates = []error{quotaConflict()}
 		obj, res, err := retry.Ensure(ctx, retry.DefaultRetry, c, desired(), func(o *Counter) error { o.Owner = "a"; return nil },
-			retry.WithSleeper(c))
+			retry.WithSleeper(&fakeSleeper{log: &c.log}))
 		require.NoError(t, err)
 		assert.Equal(t, retry.ResultCreated, res)
 		assert.Equal(t, []string{"get", "create", "wait", "get", "create"}, c.log)
@@ -200,7 +202,7 @@ func TestTypedFormsWrite(t *testing.T) {
 		obj := stored(c)
 		delete(c.api.objs, "jobs")
 		got, res, err := retry.Ensure(ctx, retry.DefaultRetry, c, obj, func(o *Counter) error { o.Owner = "a"; return nil },
-			retry.WithSleeper(c))
+			retry.WithSleeper(&fakeSleeper{log: &c.log}))
 		require.NoError(t, err)
 		assert.Equal(t, retry.ResultCreated, res)
 		assert.Equal(t, []string{"update", "wait", "get", "create"}, c.log)

@@ -23,7 +23,7 @@ func TestUpdateOnConflictFreshCurrentIsOneRequest(t *testing.T) {
 	c := newCalls()
 	current := c.cached(t)
 	before := current.DeepCopyObject()
-	var rec recorder
+	var rec fakeSleeper
 
 	obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, c.get, c.claim("a"), c.update, retry.WithSleeper(&rec))
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestUpdateOnConflictStaleCurrentReadsAfresh(t *testing.T) {
 	current := c.cached(t)
 	c.api.touch("jobs") // the cache is now stale
 	before := current.DeepCopyObject()
-	var rec recorder
+	var rec fakeSleeper
 
 	obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, c.get, c.claim("a"), c.update,
 		retry.WithSleeper(&rec), retry.WithRand(func() float64 { return 0 }))
@@ -83,7 +83,7 @@ func TestUpdateOnConflictSkipsNoOpWrite(t *testing.T) {
 		current := c.cached(t)
 		c.api.objs["jobs"].Owner = "a" // another writer already made the change
 		c.api.objs["jobs"].ResourceVersion = "9"
-		obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, c.get, c.claim("a"), c.update, retry.WithSleeper(&recorder{}))
+		obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, c.get, c.claim("a"), c.update, retry.WithSleeper(&fakeSleeper{}))
 		require.NoError(t, err)
 		assert.Equal(t, []string{"mutate", "update", "get", "mutate"}, c.log)
 		assert.Equal(t, "9", obj.ResourceVersion, "get's object")
@@ -179,7 +179,7 @@ func TestUpdateOnConflictErrorsReturnedAsIs(t *testing.T) {
 			}
 			mutate, want := tt.setup(c)
 			written := c.api.version
-			var rec recorder
+			var rec fakeSleeper
 			obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, c.get, mutate, c.update, retry.WithSleeper(&rec))
 			if want != nil {
 				assert.Same(t, want, err)
@@ -206,7 +206,7 @@ func TestUpdateOnConflictExhaustion(t *testing.T) {
 		last = err
 		return out, err
 	}
-	var rec recorder
+	var rec fakeSleeper
 	b := retry.Backoff{Steps: 3, Duration: time.Second, Factor: 2}
 	obj, err := retry.UpdateOnConflict(context.Background(), b, nil, c.get, c.claim("a"), update, retry.WithSleeper(&rec))
 	require.True(t, apierrors.IsConflict(err))
@@ -223,7 +223,7 @@ func TestUpdateOnConflictNilGetWithCurrent(t *testing.T) {
 	c := newCalls()
 	current := c.cached(t)
 	c.api.touch("jobs")
-	var rec recorder
+	var rec fakeSleeper
 	obj, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, current, nil, c.claim("a"), c.update, retry.WithSleeper(&rec))
 	assert.True(t, apierrors.IsConflict(err))
 	assert.Nil(t, obj)
@@ -302,7 +302,7 @@ func TestUpdateOnConflictContextEndsBetweenAttempts(t *testing.T) {
 	c := newCalls()
 	current := c.cached(t)
 	c.api.touch("jobs")
-	rec := recorder{hook: func() { cancel(shutdown) }}
+	rec := fakeSleeper{hook: func(time.Duration) { cancel(shutdown) }}
 	obj, err := retry.UpdateOnConflict(ctx, retry.DefaultRetry, current, c.get, c.claim("a"), c.update, retry.WithSleeper(&rec))
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorIs(t, err, shutdown)
@@ -321,7 +321,7 @@ func TestUpdateOnConflictOptions(t *testing.T) {
 			c.api.touch("jobs")
 		}
 	}
-	var rec recorder
+	var rec fakeSleeper
 	var events []retry.RetryEvent
 	obj, err := retry.UpdateOnConflict(context.Background(), retry.Backoff{Steps: 5, Duration: time.Second, Factor: 10}, nil,
 		c.get, c.claim("a"), c.update,
@@ -374,7 +374,7 @@ func TestUpdateOnConflictSharedCurrent(t *testing.T) {
 					obj.Labels = map[string]string{"by": strconv.Itoa(i)}
 					return nil
 				},
-				s.update, retry.WithSleeper(noSleep{}))
+				s.update, retry.WithSleeper(&fakeSleeper{}))
 		})
 	}
 	wg.Wait()

@@ -34,11 +34,11 @@ func TestWritesRefuseARenamingMutate(t *testing.T) {
 		want   string
 	}{
 		{"UpdateOnConflict, name", func(c *calls) error {
-			_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, nil, c.get, rename, c.update, retry.WithSleeper(c))
+			_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, nil, c.get, rename, c.update, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "other"`},
 		{"UpdateOnConflict, namespace", func(c *calls) error {
-			_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, c.cached(t), c.get, move, c.update, retry.WithSleeper(c))
+			_, err := retry.UpdateOnConflict(context.Background(), retry.DefaultRetry, c.cached(t), c.get, move, c.update, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "elsewhere/jobs"`},
 		{"CreateOrUpdate, update path", func(c *calls) error {
@@ -53,27 +53,27 @@ func TestWritesRefuseARenamingMutate(t *testing.T) {
 			_, err := retry.PatchOnConflict(context.Background(), retry.DefaultRetry, nil, c.get, rename,
 				func(ctx context.Context, o *Counter, data []byte) (*Counter, error) {
 					return c.api.Patch(ctx, o.Name, data)
-				}, retry.WithSleeper(c))
+				}, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "other"`},
 		{"Update", func(c *calls) error {
-			_, err := retry.Update(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), rename, retry.WithSleeper(c))
+			_, err := retry.Update(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), rename, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "other"`},
 		{"UpdateStatus", func(c *calls) error {
-			_, err := retry.UpdateStatus(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, c.cached(t), move, retry.WithSleeper(c))
+			_, err := retry.UpdateStatus(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, c.cached(t), move, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "elsewhere/jobs"`},
 		{"Ensure, update path", func(c *calls) error {
-			_, _, err := retry.Ensure(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), rename, retry.WithSleeper(c))
+			_, _, err := retry.Ensure(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), rename, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "other"`},
 		{"Ensure, create path", func(c *calls) error {
-			_, _, err := retry.Ensure(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), move, retry.WithSleeper(c))
+			_, _, err := retry.Ensure(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, desired(), move, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, false, `"jobs" to "elsewhere/jobs"`},
 		{"Patch", func(c *calls) error {
-			_, err := retry.Patch(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, c.cached(t), rename, retry.WithSleeper(c))
+			_, err := retry.Patch(context.Background(), retry.DefaultRetry, &counterClient{api: c.api}, c.cached(t), rename, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		}, true, `"jobs" to "other"`},
 	} {
@@ -117,12 +117,12 @@ func TestWritesNeverModifyGetsObject(t *testing.T) {
 				return obj, nil
 			}
 			b := retry.Backoff{Steps: 2}
-			_, _ = retry.UpdateOnConflict(context.Background(), b, nil, get, mutate, update, retry.WithSleeper(noSleep{}))
+			_, _ = retry.UpdateOnConflict(context.Background(), b, nil, get, mutate, update, retry.WithSleeper(&fakeSleeper{}))
 			assert.Equal(t, snapshot, cache, "UpdateOnConflict")
-			_, _, _ = retry.CreateOrUpdate(context.Background(), b, desired(), get, mutate, update, update, retry.WithSleeper(noSleep{}))
+			_, _, _ = retry.CreateOrUpdate(context.Background(), b, desired(), get, mutate, update, update, retry.WithSleeper(&fakeSleeper{}))
 			assert.Equal(t, snapshot, cache, "CreateOrUpdate")
 			patch := func(ctx context.Context, obj *Counter, _ []byte) (*Counter, error) { return update(ctx, obj) }
-			_, _ = retry.PatchOnConflict(context.Background(), b, nil, get, mutate, patch, retry.WithSleeper(noSleep{}))
+			_, _ = retry.PatchOnConflict(context.Background(), b, nil, get, mutate, patch, retry.WithSleeper(&fakeSleeper{}))
 			assert.Equal(t, snapshot, cache, "PatchOnConflict")
 		})
 	}
@@ -154,31 +154,31 @@ func everyForm() map[string]func(c *counterClient, current *Counter, mutate func
 	b := retry.DefaultRetry
 	return map[string]func(c *counterClient, current *Counter, mutate func(*Counter) error) error{
 		"UpdateOnConflict": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, err := retry.UpdateOnConflict(ctx, b, current, get(c), mutate, update(c), retry.WithSleeper(c))
+			_, err := retry.UpdateOnConflict(ctx, b, current, get(c), mutate, update(c), retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 		"PatchOnConflict": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, err := retry.PatchOnConflict(ctx, b, current, get(c), mutate, patch(c), retry.WithSleeper(c))
+			_, err := retry.PatchOnConflict(ctx, b, current, get(c), mutate, patch(c), retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 		"CreateOrUpdate": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, _, err := retry.CreateOrUpdate(ctx, b, current, get(c), mutate, create(c), update(c), retry.WithSleeper(c))
+			_, _, err := retry.CreateOrUpdate(ctx, b, current, get(c), mutate, create(c), update(c), retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 		"Update": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, err := retry.Update(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			_, err := retry.Update(ctx, b, c, current, mutate, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 		"UpdateStatus": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, err := retry.UpdateStatus(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			_, err := retry.UpdateStatus(ctx, b, c, current, mutate, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 		"Ensure": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, _, err := retry.Ensure(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			_, _, err := retry.Ensure(ctx, b, c, current, mutate, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 		"Patch": func(c *counterClient, current *Counter, mutate func(*Counter) error) error {
-			_, err := retry.Patch(ctx, b, c, current, mutate, retry.WithSleeper(c))
+			_, err := retry.Patch(ctx, b, c, current, mutate, retry.WithSleeper(&fakeSleeper{log: &c.log}))
 			return err
 		},
 	}

@@ -6,8 +6,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/kuberetry/retry/internal/objrules"
 )
 
 // errStale is what attemptClient's Get gives controllerutil for a stale
@@ -81,9 +79,9 @@ func (a *attemptClient) Get(ctx context.Context, key client.ObjectKey, obj clien
 // Create clears what a create must not carry, as the root module's
 // CreateOrUpdate does, and creates obj.
 func (a *attemptClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	objrules.ClearForCreate(obj)
+	clearForCreate(obj)
 	err := a.Client.Create(ctx, obj, opts...)
-	if err != nil && objrules.RetriableCreate(err) {
+	if err != nil && retriableCreate(err) {
 		a.failed(err, "", apierrors.IsAlreadyExists(err))
 	}
 	return err
@@ -94,7 +92,7 @@ func (a *attemptClient) Create(ctx context.Context, obj client.Object, opts ...c
 func (a *attemptClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	version := obj.GetResourceVersion()
 	err := a.Client.Update(ctx, obj, opts...)
-	if err != nil && objrules.RetriableWrite(err, true) {
+	if err != nil && retriableWrite(err) {
 		a.failed(err, version, false)
 	}
 	return err
@@ -120,7 +118,7 @@ func (a *attemptClient) patched(err error, version string) {
 	switch {
 	case err != nil && apierrors.IsNotFound(err):
 		a.failed(err, version, false)
-	case err != nil && objrules.RetriableConflict(err):
+	case err != nil && retriableConflict(err):
 		a.failed(err, "", false)
 	}
 }

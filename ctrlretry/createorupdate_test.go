@@ -2,6 +2,7 @@ package ctrlretry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -252,5 +253,106 @@ func TestReadsBeforeWriting(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// mergingReader decodes the stored object into obj without clearing obj
+// first, as the real client's JSON decoding does: a map key that obj has
+// and the stored object lacks stays.
+type mergingReader struct{ under client.Reader }
+
+func (r mergingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	var cm corev1.ConfigMap
+	if err := r.under.Get(ctx, key, &cm, opts...); err != nil {
+		return err
+	}
+	data, err := json.Marshal(&cm)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, obj)
+}
+
+func (r mergingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.under.List(ctx, list, opts...)
+}
+
+// mergingClient is a client whose Get merges as mergingReader's does.
+type mergingClient struct{ client.WithWatch }
+
+func (c mergingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return mergingReader{c.WithWatch}.Get(ctx, key, obj, opts...)
+}
+
+// TestRetryStartsFromCallersObj: through a reader that decodes into obj
+// as the real client does, a retry writes what a fresh call of
+// controllerutil writes on the store as the other writer left it, not a
+// label of the earlier read that the other writer removed.
+func TestRetryStartsFromCallersObj(t *testing.T) {
+	t.Parallel()
+	existing := func() []client.Object {
+		cm := configMap("cm", map[string]string{"k": "old"})
+		cm.Labels = map[string]string{"stored": "yes", "gone": "yes"}
+		return []client.Object{cm}
+	}
+	removeGone := func(ctx context.Context, under client.WithWatch, obj client.Object, n int) error {
+		if n != 1 {
+			return nil
+		}
+		var cm corev1.ConfigMap
+		if err := under.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
+			return err
+		}
+		delete(cm.Labels, "gone")
+		return under.Update(ctx, &cm)
+	}
+	fc := newFake(hooks{update: removeGone}, existing()...)
+	obj := seedConfigMap()
+	if _, err := ctrlretry.CreateOrUpdate(testContext(t), mergingClient{fc}, obj, setK(obj), ctrlretry.WithReader(mergingReader{fc.under}), newInstant().option()); err != nil {
+		t.Fatal(err)
+	}
+	got := stored(t, fc.under, configMap("cm", nil), &corev1.ConfigMap{})
+
+	// controllerutil's one call on the store as the race left it.
+	fresh := newFake(hooks{}, existing()...)
+	if err := removeGone(testContext(t), fresh.under, configMap("cm", nil), 1); err != nil {
+		t.Fatal(err)
+	}
+	seed := seedConfigMap()
+	if _, err := controllerutil.CreateOrUpdate(testContext(t), mergingClient{fresh}, seed, setK(seed)); err != nil {
+		t.Fatal(err)
+	}
+	want := stored(t, fresh.under, configMap("cm", nil), &corev1.ConfigMap{})
+	if !reflect.DeepEqual(got.Labels, want.Labels) || !reflect.DeepEqual(got.Data, want.Data) {
+		t.Errorf("stored labels %v, data %v; a fresh controllerutil call stores %v, %v", got.Labels, got.Data, want.Labels, want.Data)
+	}
+	if _, ok := got.Labels["gone"]; ok {
+		t.Error("the retry wrote back the label another writer removed")
+	}
+}
+
+// TestUnstructuredRetry: the reset copy of an unstructured obj keeps its
+// kind, so the create after a NotFound from the update knows what to
+// create.
+func TestUnstructuredRetry(t *testing.T) {
+	t.Parallel()
+	fc := newFake(hooks{update: otherDeletes}, storedConfigMap()...)
+	obj := unstructuredConfigMap("cm")
+	op, err := ctrlretry.CreateOrUpdate(testContext(t), fc, obj, func() error {
+		return unstructured.SetNestedField(obj.Object, "v", "data", "k")
+	}, newInstant().option())
+	if err != nil || op != controllerutil.OperationResultCreated {
+		t.Fatalf("returned (%q, %v), want created", op, err)
+	}
+	want := []string{"get ok", "update NotFound", "get NotFound", "create ok"}
+	if calls := fc.Calls(); !reflect.DeepEqual(calls, want) {
+		t.Errorf("calls %s, want %s", join(calls), join(want))
+	}
+	got := stored(t, fc.under, configMap("cm", nil), &corev1.ConfigMap{})
+	if got == nil || !reflect.DeepEqual(got.Data, map[string]string{"k": "v"}) || len(got.Labels) != 0 {
+		t.Errorf("stored %v, want data k=v and no label of the deleted object", got)
+	}
+	if obj.GetKind() != "ConfigMap" || obj.GetResourceVersion() != got.ResourceVersion {
+		t.Errorf("obj has kind %q, resourceVersion %q; want ConfigMap, %q", obj.GetKind(), obj.GetResourceVersion(), got.ResourceVersion)
 	}
 }

@@ -1,7 +1,18 @@
-// Package objrules holds the rules about API objects that every write loop
-// of this repository shares: those of package retry and those of
-// ctrlretry. It decides what a create must not carry and which errors of a
-// write another attempt, reading the object afresh, may mend.
+// Package objrules holds the rules about API objects that the write loops
+// of the root module share: what a create must not carry and which errors
+// of a write another attempt, reading the object afresh, may mend.
+//
+// It is the root module's alone. ctrlretry, a module of its own that a user
+// upgrades apart from the root, does not import it (its
+// TestNoImportOfTheRootsInternals says so): it calls what the root exports
+// (retry.IsApplyConflict) and keeps its own copy of the rest, which its
+// objrules_test.go checks against the root's loops through their public
+// API. So this package may change in any way in any root release; a change
+// of a rule here makes that test fail until ctrlretry's copy follows, and
+// the ctrlretry release that carries it says which root release it needs.
+// (Sharing the package instead would have tied every released ctrlretry to
+// the signatures of an internal package that no version promises to keep,
+// and no build of the root alone would see a break.)
 package objrules
 
 import (

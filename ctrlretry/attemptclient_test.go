@@ -2,7 +2,6 @@ package ctrlretry_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"reflect"
 	"sync"
@@ -149,81 +148,6 @@ func TestStaleReread(t *testing.T) {
 	}
 }
 
-// mergingReader decodes the stored object into obj without clearing obj
-// first, as the real client's JSON decoding does: a map key that obj has
-// and the stored object lacks stays.
-type mergingReader struct{ under client.Reader }
-
-func (r mergingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	var cm corev1.ConfigMap
-	if err := r.under.Get(ctx, key, &cm, opts...); err != nil {
-		return err
-	}
-	data, err := json.Marshal(&cm)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, obj)
-}
-
-func (r mergingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return r.under.List(ctx, list, opts...)
-}
-
-// mergingClient is a client whose Get merges as mergingReader's does.
-type mergingClient struct{ client.WithWatch }
-
-func (c mergingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return mergingReader{c.WithWatch}.Get(ctx, key, obj, opts...)
-}
-
-// TestRetryStartsFromCallersObj: through a reader that decodes into obj
-// as the real client does, a retry writes what a fresh call of
-// controllerutil writes on the store as the other writer left it, not a
-// label of the earlier read that the other writer removed.
-func TestRetryStartsFromCallersObj(t *testing.T) {
-	t.Parallel()
-	existing := func() []client.Object {
-		cm := configMap("cm", map[string]string{"k": "old"})
-		cm.Labels = map[string]string{"stored": "yes", "gone": "yes"}
-		return []client.Object{cm}
-	}
-	removeGone := func(ctx context.Context, under client.WithWatch, obj client.Object, n int) error {
-		if n != 1 {
-			return nil
-		}
-		var cm corev1.ConfigMap
-		if err := under.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
-			return err
-		}
-		delete(cm.Labels, "gone")
-		return under.Update(ctx, &cm)
-	}
-	fc := newFake(hooks{update: removeGone}, existing()...)
-	obj := seedConfigMap()
-	if _, err := ctrlretry.CreateOrUpdate(testContext(t), mergingClient{fc}, obj, setK(obj), ctrlretry.WithReader(mergingReader{fc.under}), newInstant().option()); err != nil {
-		t.Fatal(err)
-	}
-	got := stored(t, fc.under, configMap("cm", nil), &corev1.ConfigMap{})
-
-	// controllerutil's one call on the store as the race left it.
-	fresh := newFake(hooks{}, existing()...)
-	if err := removeGone(testContext(t), fresh.under, configMap("cm", nil), 1); err != nil {
-		t.Fatal(err)
-	}
-	seed := seedConfigMap()
-	if _, err := controllerutil.CreateOrUpdate(testContext(t), mergingClient{fresh}, seed, setK(seed)); err != nil {
-		t.Fatal(err)
-	}
-	want := stored(t, fresh.under, configMap("cm", nil), &corev1.ConfigMap{})
-	if !reflect.DeepEqual(got.Labels, want.Labels) || !reflect.DeepEqual(got.Data, want.Data) {
-		t.Errorf("stored labels %v, data %v; a fresh controllerutil call stores %v, %v", got.Labels, got.Data, want.Labels, want.Data)
-	}
-	if _, ok := got.Labels["gone"]; ok {
-		t.Error("the retry wrote back the label another writer removed")
-	}
-}
-
 // TestCreateClears: a stored copy of an object deleted since is created
 // without what a create must not carry (controllerutil sends it, and the
 // create fails), with the caller's labels and the MutateFn's data.
@@ -337,4 +261,158 @@ func (r failingReader) Get(context.Context, client.ObjectKey, client.Object, ...
 
 func (r failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
 	return r.err
+}
+
+// Another writer's moves, each made once through the client underneath,
+// before the call it hooks.
+func otherCreates(ctx context.Context, under client.WithWatch, obj client.Object, n int) error {
+	if n == 1 {
+		return under.Create(ctx, configMap(obj.GetName(), map[string]string{"other": "x"}))
+	}
+	return nil
+}
+
+func otherUpdates(ctx context.Context, under client.WithWatch, obj client.Object, n int) error {
+	if n != 1 {
+		return nil
+	}
+	var cm corev1.ConfigMap
+	if err := under.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
+		return err
+	}
+	cm.Data["other"] = "x"
+	delete(cm.Labels, "stored")
+	return under.Update(ctx, &cm)
+}
+
+func otherDeletes(ctx context.Context, under client.WithWatch, obj client.Object, n int) error {
+	if n == 1 {
+		return under.Delete(ctx, configMap(obj.GetName(), nil))
+	}
+	return nil
+}
+
+func failsOnce(err error) hook {
+	return func(_ context.Context, _ client.WithWatch, _ client.Object, n int) error {
+		if n == 1 {
+			return err
+		}
+		return nil
+	}
+}
+
+// storedConfigMap is the ConfigMap "cm" the race cases start from; the
+// caller's seed carries a label of its own.
+func storedConfigMap() []client.Object {
+	cm := configMap("cm", map[string]string{"k": "old"})
+	cm.Labels = map[string]string{"stored": "yes"}
+	return []client.Object{cm}
+}
+
+func seedConfigMap() client.Object {
+	cm := configMap("cm", nil)
+	cm.Labels = map[string]string{"seed": "yes"}
+	return cm
+}
+
+// setK is the MutateFn of the race cases.
+func setK(obj client.Object) controllerutil.MutateFn {
+	return func() error {
+		cm := obj.(*corev1.ConfigMap)
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data["k"] = "v"
+		return nil
+	}
+}
+
+// TestRaces makes another writer get in between controllerutil's read and
+// write: controllerutil returns the race's error, ctrlretry retries it
+// from the caller's obj and a fresh read and succeeds.
+func TestRaces(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		pair     int // index in pairs
+		existing objects
+		h        hooks
+		isErr    func(error) bool // controllerutil's error
+		op       controllerutil.OperationResult
+		calls    []string
+		data     map[string]string
+		labels   map[string]string
+	}{
+		{name: "another writer creates it first", pair: 0, h: hooks{create: otherCreates}, isErr: apierrors.IsAlreadyExists,
+			op:    controllerutil.OperationResultUpdated,
+			calls: []string{"get NotFound", "create AlreadyExists", "get ok", "update ok"},
+			data:  map[string]string{"other": "x", "k": "v"}},
+		{name: "another writer updates it in between", pair: 0, existing: storedConfigMap, h: hooks{update: otherUpdates}, isErr: apierrors.IsConflict,
+			op:     controllerutil.OperationResultUpdated,
+			calls:  []string{"get ok", "update Conflict", "get ok", "update ok"},
+			data:   map[string]string{"other": "x", "k": "v"},
+			labels: map[string]string{}},
+		{name: "quota admission's Conflict on create", pair: 0, h: hooks{create: failsOnce(quotaConflict())}, isErr: apierrors.IsConflict,
+			op:     controllerutil.OperationResultCreated,
+			calls:  []string{"get NotFound", "create Conflict", "get NotFound", "create ok"},
+			data:   map[string]string{"k": "v"},
+			labels: map[string]string{"seed": "yes"}},
+		{name: "another writer deletes it before the update", pair: 0, existing: storedConfigMap, h: hooks{update: otherDeletes}, isErr: apierrors.IsNotFound,
+			op:     controllerutil.OperationResultCreated,
+			calls:  []string{"get ok", "update NotFound", "get NotFound", "create ok"},
+			data:   map[string]string{"k": "v"},
+			labels: map[string]string{"seed": "yes"}},
+		{name: "another writer creates it first", pair: 1, h: hooks{create: otherCreates}, isErr: apierrors.IsAlreadyExists,
+			op:    controllerutil.OperationResultUpdated,
+			calls: []string{"get NotFound", "create AlreadyExists", "get ok", "patch ok"},
+			data:  map[string]string{"other": "x", "k": "v"}},
+		{name: "another writer deletes it before the patch", pair: 1, existing: storedConfigMap, h: hooks{patch: otherDeletes}, isErr: apierrors.IsNotFound,
+			op:     controllerutil.OperationResultCreated,
+			calls:  []string{"get ok", "patch NotFound", "get NotFound", "create ok"},
+			data:   map[string]string{"k": "v"},
+			labels: map[string]string{"seed": "yes"}},
+		{name: "a Conflict from the patch", pair: 1, existing: storedConfigMap, h: hooks{patch: failsOnce(conflictOf("cm"))}, isErr: apierrors.IsConflict,
+			op:     controllerutil.OperationResultUpdated,
+			calls:  []string{"get ok", "patch Conflict", "get ok", "patch ok"},
+			data:   map[string]string{"k": "v"},
+			labels: map[string]string{"stored": "yes"}},
+	}
+	for _, c := range cases {
+		p := pairs[c.pair]
+		t.Run(p.name+"/"+c.name, func(t *testing.T) {
+			t.Parallel()
+			fc := newFake(c.h, c.existing.build()...)
+			obj := seedConfigMap()
+			if _, err := p.original(testContext(t), fc, obj, setK(obj)); !c.isErr(err) {
+				t.Fatalf("controllerutil.%s returned %v: the case races nothing controllerutil returns", p.name, err)
+			}
+
+			fc = newFake(c.h, c.existing.build()...)
+			obj = seedConfigMap()
+			in := newInstant()
+			op, err := p.retrying(in.option())(testContext(t), fc, obj, setK(obj))
+			if err != nil || op != c.op {
+				t.Fatalf("returned (%q, %v), want (%q, nil)", op, err, c.op)
+			}
+			if calls := fc.Calls(); !reflect.DeepEqual(calls, c.calls) {
+				t.Errorf("calls %s, want %s", join(calls), join(c.calls))
+			}
+			if in.attempts != 2 || len(in.waits) != 1 {
+				t.Errorf("%d attempts, waits %v; want 2 attempts, one wait", in.attempts, in.waits)
+			}
+			got := stored(t, fc.under, configMap("cm", nil), &corev1.ConfigMap{})
+			if got == nil {
+				t.Fatal("nothing stored")
+			}
+			if !reflect.DeepEqual(got.Data, c.data) || len(got.Labels)+len(c.labels) > 0 && !reflect.DeepEqual(got.Labels, c.labels) {
+				t.Errorf("stored data %v, labels %v; want %v, %v", got.Data, got.Labels, c.data, c.labels)
+			}
+			// obj holds the object as stored, as after controllerutil's
+			// success.
+			cm := obj.(*corev1.ConfigMap)
+			if cm.ResourceVersion != got.ResourceVersion || !reflect.DeepEqual(cm.Data, got.Data) || !reflect.DeepEqual(cm.Labels, got.Labels) {
+				t.Errorf("obj is %v, the stored object %v", cm, got)
+			}
+		})
+	}
 }

@@ -6,20 +6,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-
-	"github.com/kuberetry/retry"
-	"github.com/kuberetry/retry/ctrlretry"
 )
 
 // hook runs before the n-th call (1-based) of one verb of a fakeClient,
@@ -126,32 +121,6 @@ func stored[T client.Object](t *testing.T, c client.Client, obj T, empty T) T {
 		t.Fatal(err)
 	}
 	return empty
-}
-
-// instant is a loop option set that sleeps on a fake clock, with the
-// jitter source fixed at 0.5, and records the attempts and waits of the
-// loop.
-type instant struct {
-	clock    *testclock.FakeClock
-	waits    []time.Duration
-	attempts int
-}
-
-func newInstant() *instant {
-	return &instant{clock: testclock.NewFakeClock(time.Unix(0, 0))}
-}
-
-func (in *instant) option() ctrlretry.Option {
-	return ctrlretry.WithLoopOptions(in.loopOptions()...)
-}
-
-func (in *instant) loopOptions() []retry.Option {
-	return []retry.Option{
-		retry.WithSleeper(in.clock),
-		retry.WithRand(func() float64 { return 0.5 }),
-		retry.WithOnRetry(func(e retry.RetryEvent) { in.waits = append(in.waits, e.Delay) }),
-		retry.WithOnDone(func(e retry.DoneEvent) { in.attempts = e.Attempts }),
-	}
 }
 
 // A ConfigMap, and a Deployment as controllerutil's own tests build it.
