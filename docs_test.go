@@ -19,7 +19,7 @@ import (
 // that need an apiserver are in the integration module. Its
 // TestGuideGoBlocks fails unless every block is in some test file.
 
-// TestGuideFakeClock runs the README's fake clock snippet: two Conflicts,
+// TestGuideFakeClock runs the package doc's fake clock snippet: two Conflicts,
 // then success, on DefaultBackoff with no jitter, slept on the fake clock.
 func TestGuideFakeClock(t *testing.T) {
 	t.Parallel()
