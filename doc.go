@@ -58,7 +58,7 @@
 // is done. A test passes a fake [Sleeper] with [WithSleeper] and a fixed
 // jitter source with [WithRand], so nothing sleeps and every wait is known:
 //
-//	clk := testingclock.NewFakeClock(time.Now())
+//	clk := testingclock.NewFakeClock(time.Now()) // k8s.io/utils/clock/testing
 //	err := retry.RetryOnConflict(retry.DefaultBackoff, update,
 //		retry.WithSleeper(clk), retry.WithRand(func() float64 { return 0 }))
 //
