@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +21,7 @@ import (
 // that need an apiserver are in the integration module. Its
 // TestGuideGoBlocks fails unless every block is in some test file.
 
-// TestGuideFakeClock runs the README's fake clock snippet: two Conflicts,
+// TestGuideFakeClock runs the package doc's fake clock snippet: two Conflicts,
 // then success, on DefaultBackoff with no jitter, slept on the fake clock.
 func TestGuideFakeClock(t *testing.T) {
 	t.Parallel()
@@ -44,6 +46,32 @@ func TestGuideFakeClock(t *testing.T) {
 	waits := retry.DefaultBackoff.Duration * time.Duration(1+retry.DefaultBackoff.Factor)
 	if start := clk.Now().Add(-waits); start.Before(before) || start.After(after) {
 		t.Errorf("the fake clock moved %v, want %v (10ms and 50ms)", clk.Now().Sub(before), waits)
+	}
+}
+
+// TestPackageDocSnippet fails unless the package doc's code block (the
+// lines of doc.go's comment indented by a tab) is in TestGuideFakeClock's
+// body as written there.
+func TestPackageDocSnippet(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block strings.Builder
+	for _, l := range strings.Split(string(doc), "\n") {
+		if code, ok := strings.CutPrefix(l, "//\t"); ok {
+			block.WriteString("\n\t" + code) // one tab deeper: a function body
+		}
+	}
+	if block.Len() == 0 {
+		t.Fatal("doc.go has no code block")
+	}
+	src, err := os.ReadFile("docs_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(src), block.String()+"\n") {
+		t.Errorf("doc.go's code block is not in TestGuideFakeClock as written:%s", block.String())
 	}
 }
 

@@ -17,54 +17,22 @@ import (
 
 // IsTransient reports whether err is a failure that a later identical
 // request may not meet: a predicate for [OnError] and [OnErrorValue] around
-// a call to the API server. It is true for:
-//   - an API error (found through wrapping) with status 429 Too Many
-//     Requests, or 5xx other than 501 Not Implemented;
-//   - a transport error that k8s.io/apimachinery/pkg/util/net recognizes
-//     (IsConnectionRefused, IsConnectionReset, IsProbableEOF,
-//     IsHTTP2ConnectionLost), and more that a reset or a restart gives: a
-//     broken pipe (EPIPE, a write after the reset) and net/http's errors
-//     for an HTTP/2 connection that failed or went away under the request
-//     ("http2: client connection force closed via ClientConn.Close", "http2:
-//     client conn could not be established", the server's graceful GOAWAY
-//     and the like);
-//   - a net.Error whose Timeout() is true, such as the transport's
-//     ResponseHeaderTimeout or a net/http Client.Timeout;
-//   - a Conflict whose status details name the kind resourcequotas of the
-//     core group: the ResourceQuota admission of a kube-apiserver lost a
-//     race to update the namespace's quota status, which on an HA control
-//     plane (several kube-apiservers on one etcd) refuses a create or
-//     update that is not the quota's, kubernetes/kubernetes#67761. The
-//     same request may not meet it again. Where the request itself writes
-//     a ResourceQuota, such a Conflict is an ordinary stale one, which
-//     only a fresh read can mend: around a write of ResourceQuotas use
-//     [RetryOnConflictWithContext] or [UpdateOnConflict] rather than
-//     IsTransient.
+// a call to the API server. It is true for an API error (found through
+// wrapping) with status 429 or 5xx other than 501; a refused, reset or
+// broken connection, an EOF or a lost HTTP/2 connection; a net.Error whose
+// Timeout() is true; and a Conflict on the core group's resourcequotas, the
+// race of an HA control plane's quota admission
+// (kubernetes/kubernetes#67761). It is false for nil, every other Conflict
+// and 4xx, and context.Canceled and context.DeadlineExceeded, wrapped too:
+// the caller gave up. Around a write of ResourceQuotas themselves, use
+// [RetryOnConflictWithContext] or [UpdateOnConflict] instead.
 //
-// It is false for nil, for every other Conflict and every other 4xx, and
-// for the context package's own errors, context.Canceled and
-// context.DeadlineExceeded, wrapped too (a url.Error included): the caller
-// gave up, and another attempt under the same context would fail as well.
-// A net/http or net timeout answers errors.Is(err, context.DeadlineExceeded)
-// with true too, but it is the timeout of one request, not the caller's, so
-// it counts as transient. client-go, though, enforces rest.Config.Timeout
-// twice, with a context of each request and with http.Client.Timeout, and
-// the two race: a request through a stalled apiserver came back either as
-// context.DeadlineExceeded itself, which cannot be told from the caller's
-// own deadline and for which IsTransient is false, or as net/http's
-// "Client.Timeout exceeded", for which it is true. To retry a request that
-// a stalled server never answers, bound it with the transport's
-// ResponseHeaderTimeout, or bound each attempt with [WithAttemptTimeout].
-//
-// The caller's own deadline, met while dialling, comes back as net's "i/o
-// timeout" and counts as transient; a context loop then ends on its ctx
-// before another attempt.
-//
-// A transport error after the request was sent leaves its outcome unknown:
-// the server may have applied the change. Retry only a change that sets the
-// state it wants (set a field, add a key), never one that builds on what it
-// finds (an increment), which a repeat would apply twice; see
-// [UpdateOnConflict].
+// A request a stalled server never answers may come back as
+// context.DeadlineExceeded, not transient: bound each attempt with
+// [WithAttemptTimeout]. A transport error after the request was sent
+// leaves its outcome unknown: retry only a change that sets the state it
+// wants. The full list, and why each case counts:
+// https://github.com/kuberetry/retry/blob/main/docs/writes.md#retry-after-and-what-may-pass.
 func IsTransient(err error) bool { return transient(err, true) }
 
 // transient is IsTransient, the quota admission's Conflict counted only

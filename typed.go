@@ -51,23 +51,17 @@ type getter[T Object] interface {
 // the object named by obj with c.Get, changes a copy with mutate and writes
 // it with c.Update, again after a Conflict, and returns the object as the
 // server stored it (or, when mutate changed nothing, the copy mutate was
-// given). Every rule of UpdateOnConflict holds, obj in current's place:
-//
-//   - obj with a resourceVersion is a stored object (from an informer's
-//     lister, controller-runtime's cached client or a previous write): the
-//     first attempt changes a copy of it without a read, so a fresh obj
-//     costs one request.
-//   - obj without one is an object the caller built, its name set (and
-//     its namespace, for a namespaced kind): the first attempt reads it
-//     with c.Get, so a built object is never written blind over the stored
-//     one.
+// given). Every rule of UpdateOnConflict holds, obj in current's place: an
+// obj with a resourceVersion is changed without a read, so a fresh one
+// costs one request; one without is read first
+// (https://github.com/kuberetry/retry/blob/main/docs/writes.md#one-rule-for-a-stored-object).
 //
 // Unlike current, obj is required: it names the object. obj is never
 // modified. Each c.Get and c.Update is given the attempt's context and
 // empty options. c is namespaced already (cms :=
 // client.CoreV1().ConfigMaps(ns)); obj's namespace is not passed to it. A
-// nil c, a zero obj or one without a name (or without object metadata), a
-// nil mutate, an invalid backoff or a nil ctx returns an error at once,
+// nil c, a zero obj or one without a name (or without object metadata),
+// a nil mutate, an invalid backoff or a nil ctx returns an error at once,
 // calling nothing.
 func Update[T Object](ctx context.Context, backoff Backoff, c UpdateClient[T], obj T,
 	mutate func(T) error, opts ...Option) (T, error) {
@@ -98,12 +92,10 @@ func UpdateStatus[T Object](ctx context.Context, backoff Backoff, c UpdateStatus
 // sure the object named by obj exists and looks as mutate wants it,
 // reading with c.Get, creating with c.Create and updating with c.Update,
 // with the races between them retried. Every rule of CreateOrUpdate holds,
-// obj in current's place: an obj with a resourceVersion is a stored copy
-// that the first attempt changes without a read; one without is read
-// first; on the create path a copy of obj, cleared as CreateOrUpdate
-// clears current, seeds the object created. obj is never modified. A nil
-// c, a zero obj or one without a name, a nil mutate, an invalid backoff or
-// a nil ctx returns an error at once, calling nothing.
+// obj in current's place (a copy of obj seeds the object created). obj is
+// never modified. A nil c, a zero obj or one without a name, a nil mutate,
+// an invalid backoff or a nil ctx returns an error at once, calling
+// nothing.
 func Ensure[T Object](ctx context.Context, backoff Backoff, c EnsureClient[T], obj T,
 	mutate func(T) error, opts ...Option) (T, Result, error) {
 	w, err := typedWriter[T](c, obj, mutate)
@@ -119,11 +111,10 @@ func Ensure[T Object](ctx context.Context, backoff Backoff, c EnsureClient[T], o
 // Patch is [PatchOnConflict] through a client-go typed client: it reads
 // the object named by obj with c.Get, changes a copy with mutate and sends
 // what changed with c.Patch as a JSON merge patch (types.MergePatchType)
-// locked to the version read, again after a Conflict. The first attempt
-// is Update's: an obj with a resourceVersion is changed without a read,
-// one without is read first. A nil c, a zero obj or one without a name, a
-// nil mutate, an invalid backoff or a nil ctx returns an error at once,
-// calling nothing.
+// locked to the version read, again after a Conflict. Every rule of
+// PatchOnConflict holds, obj in current's place, and its first attempt is
+// Update's. A nil c, a zero obj or one without a name, a nil mutate, an
+// invalid backoff or a nil ctx returns an error at once, calling nothing.
 func Patch[T Object](ctx context.Context, backoff Backoff, c PatchClient[T], obj T,
 	mutate func(T) error, opts ...Option) (T, error) {
 	w, err := typedWriter[T](c, obj, mutate)

@@ -18,44 +18,21 @@ import (
 // arguments (f may be nil, as controllerutil allows) and opts.
 //
 // Each attempt is a call of controllerutil.CreateOrUpdate itself, so where
-// nothing races it sends the same requests (Get, then Create or Update, or
-// nothing when f changed nothing), compares the same way
-// (equality.Semantic.DeepEqual), returns the same OperationResult and
-// errors, controllerutil's own error for an f that renames the object
-// included, and leaves in obj the object as stored.
+// nothing races it sends the same requests, returns the same
+// OperationResult and errors, and leaves in obj the object as stored. What
+// another writer's create, update or delete in between makes controllerutil
+// return (AlreadyExists, a Conflict, NotFound from Update) is retried after
+// the backoff's wait ([WithBackoff]); an apply conflict
+// ([retry.IsApplyConflict]) and every other error are returned at once.
+// Each retry starts from a deep copy of obj as passed and reads afresh
+// through the reader ([WithReader]), and every create is cleared of the
+// fields a create must not carry, as [retry.CreateOrUpdate] clears them.
+// What differs from controllerutil, in full:
+// https://github.com/kuberetry/retry/blob/main/docs/controller-runtime.md#moving-from-controllerutil.
 //
-// What controllerutil returns to its caller when another writer got in
-// between is retried, after the backoff's wait (see [WithBackoff]):
-// AlreadyExists from Create (another writer created it), a Conflict from
-// Create (the ResourceQuota admission's race on an HA control plane) or
-// from Update, and NotFound from Update (deleted meanwhile: the next
-// attempt creates it). An apply conflict ([retry.IsApplyConflict]) is
-// returned at once, as is every other error: of Get, of f, a NotFound from
-// Create (the namespace does not exist).
-//
-// A retry resets obj to a deep copy of obj as the caller passed it, reads
-// the object into it through the reader ([WithReader]; the call's client
-// by default), then runs f again, so no field of an earlier read survives
-// and the caller's seed fields are there for a create. A re-read that
-// returns the resourceVersion whose write just met a Conflict or NotFound
-// (a cache that has not caught up), or NotFound right after AlreadyExists,
-// is stale: nothing is written, the loop waits its next step and reads
-// again, and that counts as an attempt. When the attempts run out, the last
-// retriable error met is returned itself; a loop ended by ctx returns an
-// error that matches ctx's error and wraps it (see
-// [retry.OnErrorWithContext]).
-//
-// Every Create clears what a create must not carry, as
-// [retry.CreateOrUpdate] does: resourceVersion, uid, creationTimestamp,
-// deletionTimestamp, deletionGracePeriodSeconds, selfLink, generation and
-// managedFields. (controllerutil sends them when obj carries them, and the
-// apiserver refuses a create with a resourceVersion.) An obj that only
-// names the object, as controllerutil expects, carries none of them.
-//
-// A nil c or obj returns an error at once, sending nothing; so do a nil
-// ctx and an invalid backoff. With any error the OperationResult is that of
-// the last attempt, OperationResultNone unless it had written. Calls may run
-// concurrently, each with an obj of its own, as with controllerutil.
+// A nil c or obj, a nil ctx or an invalid backoff returns an error at once,
+// sending nothing. With any error the OperationResult is that of the last
+// attempt. Calls may run concurrently, each with an obj of its own.
 func CreateOrUpdate(ctx context.Context, c client.Client, obj client.Object,
 	f controllerutil.MutateFn, opts ...Option) (controllerutil.OperationResult, error) {
 	return loop(ctx, "CreateOrUpdate", controllerutil.CreateOrUpdate, c, obj, f, opts)
@@ -70,12 +47,9 @@ func CreateOrUpdate(ctx context.Context, c client.Client, obj client.Object,
 //
 // Every rule of [CreateOrUpdate] holds, each attempt being a call of
 // controllerutil.CreateOrPatch, with Patch where CreateOrUpdate has Update:
-// a Conflict or NotFound from either patch is retried, and a re-read that
-// returns the resourceVersion of a patch that met NotFound is stale. A
-// merge patch carries no resourceVersion, so another writer's change in
-// between is not a Conflict: the patch applies on top of it. A retry after
-// the object's patch went through and its status patch failed sends the
-// object's patch again when f still changes the object as read.
+// a Conflict or NotFound from either patch is retried. The patch carries
+// no resourceVersion, so another writer's change in between is applied
+// under it: https://github.com/kuberetry/retry/blob/main/docs/controller-runtime.md#moving-from-controllerutil.
 func CreateOrPatch(ctx context.Context, c client.Client, obj client.Object,
 	f controllerutil.MutateFn, opts ...Option) (controllerutil.OperationResult, error) {
 	return loop(ctx, "CreateOrPatch", controllerutil.CreateOrPatch, c, obj, f, opts)

@@ -27,26 +27,20 @@ const (
 //   - nil gives (reconcile.Result{}, nil).
 //   - An error matching context.Canceled or context.DeadlineExceeded is
 //     returned as it is, with reconcile.Result{}: the reconcile was cut
-//     short (the manager is stopping), and controller-runtime handles it.
+//     short, and controller-runtime handles it.
 //   - An error matching [retry.ErrBudgetExhausted] gives
 //     (reconcile.Result{RequeueAfter: d}, nil) with d uniform in [1s, 2s):
-//     the retry budget refused a retry because the server has been failing,
-//     which a quick requeue would not mend; the jitter spreads the
-//     requeues of the objects refused together.
+//     the server has been failing, and the jitter spreads the requeues.
 //   - A Conflict (apierrors.IsConflict) that is not an apply conflict gives
 //     (reconcile.Result{RequeueAfter: d}, nil) with d uniform in (0, 1s]:
-//     another writer won the object, and the requeue reads it afresh,
-//     without the "Reconciler error" log and the error metric that
-//     returning the Conflict costs, and without the rate limiter's growing
-//     per-object backoff.
+//     the requeue reads the object afresh, without the "Reconciler error"
+//     log, the error metric and the rate limiter's growing backoff.
 //   - An apply conflict ([retry.IsApplyConflict]) gives
-//     [reconcile.TerminalError](err): the same apply can never succeed, so it
-//     is logged and counted, and not requeued (a change of the object or of
-//     what it watches triggers the next reconcile).
-//   - Anything else is returned as it is, with reconcile.Result{}, for
-//     controller-runtime to log and requeue with its rate limiter.
+//     [reconcile.TerminalError](err): the same apply can never succeed.
+//   - Anything else is returned as it is, with reconcile.Result{}.
 //
-// Result is safe for concurrent use.
+// Result is safe for concurrent use. Why each case maps as it does:
+// https://github.com/kuberetry/retry/blob/main/docs/controller-runtime.md#a-reconciler.
 func Result(err error) (reconcile.Result, error) {
 	switch {
 	case err == nil:

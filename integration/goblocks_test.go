@@ -56,9 +56,11 @@ func TestGuideGoBlocks(t *testing.T) {
 }
 
 // TestGuideLinks fails unless every relative link of the README, the
-// guides, the integration tests' README and the changelog names a file or
-// directory of the repository and, with a #fragment into a Markdown file,
-// one of its headings.
+// guides, the integration tests' README and the changelog, and every link
+// of a doc comment (root and ctrlretry, tests excluded) into this
+// repository's main branch on GitHub, names a file or directory of the
+// repository and, with a #fragment into a Markdown file, one of its
+// headings.
 func TestGuideLinks(t *testing.T) {
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	docs := append(docFiles(t), "integration/README.md", "CHANGELOG.md")
@@ -72,25 +74,96 @@ func TestGuideLinks(t *testing.T) {
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			file, fragment, _ := strings.Cut(target, "#")
-			path := filepath.Join(filepath.Dir(doc), file)
-			if file == "" {
-				path = doc
-			}
-			if _, err := os.Stat(filepath.Join(repoRoot, path)); err != nil {
-				t.Errorf("%s: link %q: %v", doc, target, err)
+			checkLink(t, doc, filepath.Dir(doc), target)
+		}
+	}
+
+	repoLink := regexp.MustCompile(`https://github\.com/kuberetry/retry/blob/main/([^\s)\]"]*[^\s)\]".,;:])`)
+	sources, err := filepath.Glob(filepath.Join(repoRoot, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob(filepath.Join(repoRoot, "ctrlretry", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := 0
+	for _, src := range append(sources, more...) {
+		if strings.HasSuffix(src, "_test.go") {
+			continue
+		}
+		text, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := filepath.Rel(repoRoot, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range repoLink.FindAllStringSubmatch(string(text), -1) {
+			checkLink(t, rel, ".", m[1])
+			links++
+		}
+	}
+	if links == 0 {
+		t.Error("no doc comment links into the repository's guides; the doc comments link their guides")
+	}
+}
+
+// checkLink fails t unless target, a link of file from, relative to the
+// directory dir of the repository, names a file or directory of the
+// repository and, with a #fragment into a Markdown file, one of its
+// headings. A target that is only a #fragment names from itself.
+func checkLink(t *testing.T, from, dir, target string) {
+	t.Helper()
+	file, fragment, _ := strings.Cut(target, "#")
+	path := filepath.Join(dir, file)
+	if file == "" {
+		path = from
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot, path)); err != nil {
+		t.Errorf("%s: link %q: %v", from, target, err)
+		return
+	}
+	if fragment == "" || !strings.HasSuffix(path, ".md") {
+		return
+	}
+	text, err := os.ReadFile(filepath.Join(repoRoot, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasHeading(string(text), fragment) {
+		t.Errorf("%s: link %q: %s has no heading #%s", from, target, path, fragment)
+	}
+}
+
+// TestGuidesReachable fails unless every guide (docs/*.md) can be reached
+// from the README by following relative links between Markdown files.
+func TestGuidesReachable(t *testing.T) {
+	link := regexp.MustCompile(`\]\(([^)\s#]+\.md)(#[^)\s]*)?\)`)
+	seen := map[string]bool{"README.md": true}
+	queue := []string{"README.md"}
+	for len(queue) > 0 {
+		doc := queue[0]
+		queue = queue[1:]
+		md, err := os.ReadFile(filepath.Join(repoRoot, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(md), -1) {
+			if strings.Contains(m[1], "://") {
 				continue
 			}
-			if fragment == "" || !strings.HasSuffix(path, ".md") {
-				continue
+			target := filepath.ToSlash(filepath.Join(filepath.Dir(doc), m[1]))
+			if _, err := os.Stat(filepath.Join(repoRoot, target)); err == nil && !seen[target] {
+				seen[target] = true
+				queue = append(queue, target)
 			}
-			text, err := os.ReadFile(filepath.Join(repoRoot, path))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !hasHeading(string(text), fragment) {
-				t.Errorf("%s: link %q: %s has no heading #%s", doc, target, path, fragment)
-			}
+		}
+	}
+	for _, doc := range docFiles(t) {
+		if !seen[doc] {
+			t.Errorf("%s is linked from no page that the README leads to", doc)
 		}
 	}
 }

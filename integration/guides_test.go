@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/ctrlretry"
 )
 
 // The Go blocks of the README and the guides that need an apiserver, but
@@ -36,6 +39,17 @@ func incrementCount(ctx context.Context, client kubernetes.Interface, ns, name s
 		return err // as it is: the loop must see the Conflict
 	})
 	return err
+}
+
+// setupManager is the recommended setup of the README and
+// docs/controller-runtime.md: one Budget on the manager's rest.Config, its
+// holds logged, its counters on the manager's metrics endpoint.
+func setupManager(cfg *rest.Config) (ctrl.Manager, error) {
+	budget := retry.NewBudget()
+	budget.OnHold = ctrlretry.LogHolds(ctrl.Log.WithName("retry"))
+	metrics.Registry.MustRegister(ctrlretry.BudgetMetrics(budget))
+	cfg.Wrap(budget.WrapTransport) // every request of the process, client-go's resends included
+	return ctrl.NewManager(cfg, ctrl.Options{})
 }
 
 // next returns the decimal count after s ("" counts as 0).
@@ -134,6 +148,55 @@ func TestGuides(t *testing.T) {
 	t.Run("Outage", func(t *testing.T) { testRideOut(t, w) })
 	t.Run("Budget", func(t *testing.T) { testReconcileInBudget(t, w) })
 	t.Run("Hold", testHeldCall)
+	t.Run("Setup", func(t *testing.T) { testSetupManager(t, s.Config) })
+}
+
+// testSetupManager builds a manager with setupManager and checks that its
+// requests reach the budget and the budget's counters the registry: a
+// List through the manager's API reader counts one first attempt more in
+// kuberetry_budget_first_attempts_total.
+func testSetupManager(t *testing.T, cfg *rest.Config) {
+	mgr, err := setupManager(rest.CopyConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The registry is the process's: another test registers the same
+		// names. A collector of another Budget has the same descriptors,
+		// so it unregisters setupManager's.
+		if !metrics.Registry.Unregister(ctrlretry.BudgetMetrics(retry.NewBudget())) {
+			t.Error("setupManager's BudgetMetrics could not be unregistered")
+		}
+	})
+	before := firstAttempts(t)
+	var cms corev1.ConfigMapList
+	if err := mgr.GetAPIReader().List(t.Context(), &cms, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	if after := firstAttempts(t); after < before+1 {
+		t.Errorf("kuberetry_budget_first_attempts_total went from %v to %v over a List, want at least one more", before, after)
+	}
+}
+
+// firstAttempts reads kuberetry_budget_first_attempts_total from
+// controller-runtime's registry, failing t when it is not there.
+func firstAttempts(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "kuberetry_budget_first_attempts_total" {
+			var n float64
+			for _, m := range f.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+			return n
+		}
+	}
+	t.Fatal("kuberetry_budget_first_attempts_total is not in controller-runtime's registry")
+	return 0
 }
 
 // createApp creates the ConfigMap "app" with data in a namespace of its
