@@ -80,10 +80,10 @@ var strategies = []contention.Strategy{
 	},
 	{Name: "UpdateOnConflict DefaultRetry", Steps: retry.DefaultRetry.Steps, Update: contention.UpdateOnConflict(retry.DefaultRetry)},
 	{Name: "UpdateOnConflict DefaultBackoff", Steps: retry.DefaultBackoff.Steps, Update: contention.UpdateOnConflict(retry.DefaultBackoff)},
-	{Name: "UpdateOnConflict HotObject", Steps: retry.HotObjectBackoff.Steps, Update: contention.UpdateOnConflict(retry.HotObjectBackoff)},
+	{Name: "UpdateOnConflict HotObjectBackoff", Steps: retry.HotObjectBackoff.Steps, Update: contention.UpdateOnConflict(retry.HotObjectBackoff)},
 	{
 		// Each writer a process of its own: its own Contention.
-		Name: "UpdateOnConflict HotObject+Cont.", Steps: retry.HotObjectBackoff.Steps,
+		Name: "UpdateOnConflict Hot, Contention", Steps: retry.HotObjectBackoff.Steps,
 		ForWriter: func(int) contention.Strategy {
 			return contention.Strategy{Update: contention.UpdateOnConflict(retry.HotObjectBackoff, retry.WithContention(retry.NewContention()))}
 		},
