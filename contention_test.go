@@ -61,17 +61,17 @@ func TestContentionLearns(t *testing.T) {
 	c := NewContention()
 	// Call 1: Conflict, Conflict, success. The first wait is Duration
 	// (nothing learned); the Conflict after it raises the level to 1.5 x
-	// 2ms = 3ms, above the schedule's 2.6ms; the success lowers it.
+	// 5ms = 7.5ms, above the schedule's 6.5ms; the success lowers it.
 	waits := hotCall(t, b, c, failing(2, errConflict))
-	if want := []time.Duration{2 * time.Millisecond, 3 * time.Millisecond}; !equalWaits(waits, want) {
+	if want := []time.Duration{5 * time.Millisecond, 7500 * time.Microsecond}; !equalWaits(waits, want) {
 		t.Errorf("call 1 waited %v, want %v", waits, want)
 	}
-	if want := 2250 * time.Microsecond; c.level != want {
+	if want := 5625 * time.Microsecond; c.level != want {
 		t.Errorf("after call 1 the level is %v, want %v", c.level, want)
 	}
 	// Call 2 starts from the level, not from Duration.
 	waits = hotCall(t, b, c, failing(1, errConflict))
-	if want := []time.Duration{2250 * time.Microsecond}; !equalWaits(waits, want) {
+	if want := []time.Duration{5625 * time.Microsecond}; !equalWaits(waits, want) {
 		t.Errorf("call 2 waited %v, want %v", waits, want)
 	}
 }
@@ -143,7 +143,7 @@ func TestContentionNil(t *testing.T) {
 		WithSleeper(&r), WithRand(func() float64 { return 0 }), WithContention(nil)); !apierrors.IsConflict(err) {
 		t.Fatalf("OnError: %v, want the last Conflict", err)
 	}
-	want := []time.Duration{2 * time.Millisecond, 2600 * time.Microsecond, 3380 * time.Microsecond}
+	want := []time.Duration{5 * time.Millisecond, 6500 * time.Microsecond, 8450 * time.Microsecond}
 	if !equalWaits(r.waits, want) {
 		t.Errorf("waited %v, want HotObjectBackoff's own %v", r.waits, want)
 	}

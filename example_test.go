@@ -767,7 +767,7 @@ func ExampleWithAttemptTimeout() {
 // ExampleContention shows a writer's loops learning, in one Contention,
 // how long to wait on a contended object: the second call's one retry
 // starts from what the first call's Conflicts taught, not from
-// HotObjectBackoff's 2ms. The waits are those of a fake sleeper, the
+// HotObjectBackoff's 5ms. The waits are those of a fake sleeper, the
 // jitter drawn as 0.
 func ExampleContention() {
 	hot := retry.NewContention() // one per hot object, for the life of the process
@@ -786,6 +786,6 @@ func ExampleContention() {
 		fmt.Printf("call %d: %v, waited %v\n", call+1, err, waits)
 	}
 	// Output:
-	// call 1: <nil>, waited [2ms 3ms 4.5ms]
-	// call 2: <nil>, waited [3.375ms]
+	// call 1: <nil>, waited [5ms 7.5ms 11.25ms]
+	// call 2: <nil>, waited [8.4375ms]
 }

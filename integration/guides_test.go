@@ -84,8 +84,8 @@ var hot = retry.NewContention()
 // updateHot is docs/contention.md's UpdateOnConflict with HotObjectBackoff.
 func updateHot(ctx context.Context, cached *corev1.ConfigMap, get func(context.Context) (*corev1.ConfigMap, error),
 	mutate func(*corev1.ConfigMap) error, update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error)) (*corev1.ConfigMap, error) {
-	// retry.HotObjectBackoff: 30 attempts, the first retry after 2ms to 4ms, each wait 1.3x the one before.
-	// retry.Backoff{Steps: 30, Duration: 2 * time.Millisecond, Factor: 1.3, Jitter: 1.0}
+	// retry.HotObjectBackoff: 30 attempts, the first retry after 5ms to 10ms, each wait 1.3x the one before.
+	// retry.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1.0}
 	cm, err := retry.UpdateOnConflict(ctx, retry.HotObjectBackoff, cached, get, mutate, update, retry.WithContention(hot))
 	return cm, err
 }
@@ -273,9 +273,9 @@ func testReconciler(t *testing.T, w *writeEnv) {
 }
 
 // The comment of the snippet gives HotObjectBackoff's value; from a stale
-// cached object, the one retry waits at least its 2ms.
+// cached object, the one retry waits at least its 5ms.
 func testUpdateHot(t *testing.T, w *writeEnv) {
-	if want := (retry.Backoff{Steps: 30, Duration: 2 * time.Millisecond, Factor: 1.3, Jitter: 1.0}); retry.HotObjectBackoff != want {
+	if want := (retry.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1.0}); retry.HotObjectBackoff != want {
 		t.Errorf("HotObjectBackoff is %+v, the snippet says %+v", retry.HotObjectBackoff, want)
 	}
 	ctx := t.Context()
@@ -292,7 +292,7 @@ func testUpdateHot(t *testing.T, w *writeEnv) {
 	if err != nil || got.Data["mine"] != "1" || got.Data["other"] != "1" {
 		t.Errorf("updateHot: %v, data %v; want nil and both keys", err, got.Data)
 	}
-	if took < 2*time.Millisecond {
+	if took < 5*time.Millisecond {
 		t.Errorf("updateHot took %v, less than HotObjectBackoff's shortest wait", took)
 	}
 }
