@@ -764,3 +764,29 @@ func ExampleWithAttemptTimeout() {
 	// attempt 1: context deadline exceeded; waiting 10ms
 	// err <nil>, owner "controller-a"; requests [get get update]
 }
+
+// ExampleContention shows a writer's loops learning, in one Contention,
+// how long to wait on a contended object: the second call's one retry
+// starts from what the first call's Conflicts taught, not from
+// HotObjectBackoff's 5ms. The waits are those of a fake sleeper, the
+// jitter drawn as 0.
+func ExampleContention() {
+	hot := retry.NewContention() // one per hot object, for the life of the process
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "hot", errors.New("modified"))
+	for call, conflicts := range []int{3, 1} {
+		sleeper := &fakeSleeper{}
+		left := conflicts
+		err := retry.RetryOnConflict(retry.HotObjectBackoff, func() error {
+			if left > 0 {
+				left--
+				return conflict
+			}
+			return nil
+		}, retry.WithContention(hot), retry.WithRand(func() float64 { return 0 }),
+			retry.WithSleeper(sleeper))
+		fmt.Printf("call %d: %v, waited %v\n", call+1, err, sleeper.waits)
+	}
+	// Output:
+	// call 1: <nil>, waited [5ms 7.5ms 11.25ms]
+	// call 2: <nil>, waited [8.4375ms]
+}

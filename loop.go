@@ -62,7 +62,9 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 	if o.budget != nil {
 		budget = o.budget
 	}
-	done := ctx.Done() // nil: ctx is never done, and has no deadline
+	done := ctx.Done()       // nil: ctx is never done, and has no deadline
+	given := b               // the backoff as given, for o.contention's bounds
+	var waited time.Duration // the base of the last wait, for o.contention
 
 	steps := b.Steps // b.Steps counts down as b steps; attempts count up to this
 	var lastErr error
@@ -105,6 +107,9 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		if budget != nil {
 			budget.observe(attempt == 1, probe, out, err)
 		}
+		if o.contention != nil {
+			o.contention.observe(&given, waited, err, retry)
+		}
 		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)
 		}
@@ -114,6 +119,10 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			return o.done(attempt, err, true)
 		}
 
+		if o.contention != nil {
+			b.Duration = o.contention.wait(&given, b.Duration)
+			waited = max(b.Duration, 1) // > 0: a wait came first
+		}
 		d := b.step(o.rand)
 		final := b.Steps == 0 && !o.continueAtCap // the step reached Cap
 		if o.fullJitter {

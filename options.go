@@ -20,6 +20,7 @@ type Option struct {
 	onDone     func(DoneEvent)
 	retryAfter func(error) (time.Duration, bool)
 	budget     *Budget
+	contention *Contention
 	d          time.Duration
 }
 
@@ -37,6 +38,7 @@ const (
 	optFullJitter
 	optBudget
 	optAttemptTimeout
+	optContention
 )
 
 // WithSleeper makes every wait of the loop a call to s.Sleep, exactly once
@@ -177,6 +179,17 @@ func WithAttemptTimeout(d time.Duration) Option {
 	return Option{kind: optAttemptTimeout, d: d}
 }
 
+// WithContention makes the loop learn, in c, from each of its attempts
+// how contended the object is, and start its waits from what c learned
+// from the earlier calls given it (see [Contention]): a loop with
+// [HotObjectBackoff] then waits about as long as the number of writers
+// needs, 2 or 128. Steps still bounds the attempts, and every other
+// option applies to the waits as ever. A nil c means no learning: the
+// loop waits as its Backoff says. Passing it allocates nothing.
+func WithContention(c *Contention) Option {
+	return Option{kind: optContention, contention: c}
+}
+
 type options struct {
 	sleeper        Sleeper
 	rand           func() float64
@@ -184,6 +197,7 @@ type options struct {
 	onDone         func(DoneEvent)
 	retryAfter     func(error) (time.Duration, bool)
 	budget         *Budget
+	contention     *Contention
 	maxDelay       time.Duration
 	attemptTimeout time.Duration
 	continueAtCap  bool
@@ -219,6 +233,8 @@ func (o *options) apply(opts []Option, defaultRetryAfter func(error) (time.Durat
 			o.budget, o.budgetSet = opt.budget, true
 		case optAttemptTimeout:
 			o.attemptTimeout = opt.d
+		case optContention:
+			o.contention = opt.contention
 		}
 	}
 }

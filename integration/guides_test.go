@@ -91,12 +91,16 @@ func summarize(data map[string]string) string {
 	return fmt.Sprintf("%d keys", len(data))
 }
 
+// hot is docs/contention.md's Contention: one per hot object, kept for
+// the life of the process.
+var hot = retry.NewContention()
+
 // updateHot is docs/contention.md's UpdateOnConflict with HotObjectBackoff.
 func updateHot(ctx context.Context, cached *corev1.ConfigMap, get func(context.Context) (*corev1.ConfigMap, error),
 	mutate func(*corev1.ConfigMap) error, update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error)) (*corev1.ConfigMap, error) {
-	// retry.HotObjectBackoff: 30 attempts, each retry after 200ms to 400ms.
-	// retry.Backoff{Steps: 30, Duration: 200 * time.Millisecond, Factor: 1, Jitter: 1.0}
-	cm, err := retry.UpdateOnConflict(ctx, retry.HotObjectBackoff, cached, get, mutate, update)
+	// retry.HotObjectBackoff: 30 attempts, the first retry after 5ms to 10ms, each wait 1.3x the one before.
+	// retry.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1.0}
+	cm, err := retry.UpdateOnConflict(ctx, retry.HotObjectBackoff, cached, get, mutate, update, retry.WithContention(hot))
 	return cm, err
 }
 
@@ -332,9 +336,9 @@ func testReconciler(t *testing.T, w *writeEnv) {
 }
 
 // The comment of the snippet gives HotObjectBackoff's value; from a stale
-// cached object, the one retry waits its 200ms to 400ms.
+// cached object, the one retry waits at least its 5ms.
 func testUpdateHot(t *testing.T, w *writeEnv) {
-	if want := (retry.Backoff{Steps: 30, Duration: 200 * time.Millisecond, Factor: 1, Jitter: 1.0}); retry.HotObjectBackoff != want {
+	if want := (retry.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1.0}); retry.HotObjectBackoff != want {
 		t.Errorf("HotObjectBackoff is %+v, the snippet says %+v", retry.HotObjectBackoff, want)
 	}
 	ctx := t.Context()
@@ -351,7 +355,7 @@ func testUpdateHot(t *testing.T, w *writeEnv) {
 	if err != nil || got.Data["mine"] != "1" || got.Data["other"] != "1" {
 		t.Errorf("updateHot: %v, data %v; want nil and both keys", err, got.Data)
 	}
-	if took < 200*time.Millisecond {
+	if took < 5*time.Millisecond {
 		t.Errorf("updateHot took %v, less than HotObjectBackoff's shortest wait", took)
 	}
 }

@@ -13,21 +13,15 @@ import (
 	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
-// TestHotObjectBackoff holds the backoff that the contention study chose
-// for a hot object to what the study found, against the README's earlier
-// recommendation in the same run, at 16 and 64 writers incrementing one
-// ConfigMap 10 times each (client-go's idiom: a GET and a PUT inside
-// RetryOnConflictWithContext), each point 3 times, interleaved:
-//   - HotObjectBackoff gets at least 99% of the updates through in every
-//     repetition;
-//   - its median requests per successful update (counted on the wire)
-//     are at most 0.7x the README's at 64 writers and 0.8x at 16 (the
-//     study: 0.31x and 0.51x).
-//
-// The p99 against the README's (the study: 0.58x at 64 writers, 1.98x at
-// 16) is reported, not asserted: a wall-clock ratio that the other
-// integration packages running beside it on a shared machine move (3.09x
-// in one CI run). make study asserts it (hotTargets in lab/cmd/study).
+// TestHotObjectBackoff holds the backoff the contention study chose for a
+// hot object to what the contract promises of it and a loaded machine
+// cannot break: through retry.Update, at 16 and 64 writers incrementing
+// one ConfigMap 10 times each, 2 repetitions, HotObjectBackoff alone and
+// with each writer's own Contention get every update through. Their p99
+// and requests per update against AWS full jitter in the same run are
+// reported, not asserted: wall-clock figures that the other integration
+// packages running beside it on a shared machine move. make study asserts
+// the target against every peer (lab/cmd/study).
 func TestHotObjectBackoff(t *testing.T) {
 	s := startServer(t)
 	ns := createNamespace(t, s, "hotobject-")
@@ -37,9 +31,23 @@ func TestHotObjectBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	readme := retry.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.2, Jitter: 1.0, Cap: 2 * time.Second}
-	hot := contention.Idiom("HotObjectBackoff", retry.HotObjectBackoff)
-	strategies := []contention.Strategy{hot, contention.Idiom("README", readme)}
+	typed := func(name string, b retry.Backoff, opts func() []retry.Option) contention.Strategy {
+		return contention.Strategy{Name: name, Steps: b.Steps, ForWriter: func(int) contention.Strategy {
+			o := opts() // the writer's own: a Contention of its own
+			return contention.Strategy{Update: contention.Typed(b, func() []retry.Option { return o })}
+		}}
+	}
+	none := func() []retry.Option { return nil }
+	fullJitter := retry.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 2, Cap: time.Second}
+	strategies := []contention.Strategy{
+		typed("HotObjectBackoff", retry.HotObjectBackoff, none),
+		typed("HotObjectBackoff + Contention", retry.HotObjectBackoff, func() []retry.Option {
+			return []retry.Option{retry.WithContention(retry.NewContention())}
+		}),
+		typed("AWS full jitter", fullJitter, func() []retry.Option {
+			return []retry.Option{retry.WithContinueAtCap(), retry.WithFullJitter()}
+		}),
+	}
 	type point struct {
 		strategy string
 		writers  int
@@ -47,10 +55,10 @@ func TestHotObjectBackoff(t *testing.T) {
 	const updates = 10
 	sums := map[point][]contention.Summary{}
 	runs := 0
-	for rep := range 3 {
+	for rep := range 2 {
 		for _, writers := range []int{16, 64} {
 			for i := range strategies {
-				st := strategies[(i+rep)%len(strategies)] // alternate which runs first
+				st := strategies[(i+rep)%len(strategies)] // rotate which runs first
 				res, err := contention.Run(t.Context(), st, contention.Config{
 					Client:    client,
 					Namespace: ns,
@@ -67,6 +75,9 @@ func TestHotObjectBackoff(t *testing.T) {
 				checkContention(t, res, sum, writers*updates, st.Steps)
 				p := point{st.Name, writers}
 				sums[p] = append(sums[p], sum)
+				if st.Name != "AWS full jitter" && sum.Succeeded != sum.Updates {
+					t.Errorf("%d writers: %s got %d of %d updates through, want every one", writers, st.Name, sum.Succeeded, sum.Updates)
+				}
 			}
 		}
 	}
@@ -77,32 +88,18 @@ func TestHotObjectBackoff(t *testing.T) {
 		for _, s := range sums[p] {
 			rs = append(rs, s.RequestsPerUpdate())
 			ps = append(ps, float64(s.P99))
-			fmt.Fprintf(&b, "%-16s %2d writers: %3d/%3d succeeded, %5.2f requests per success, p99 %v\n",
+			fmt.Fprintf(&b, "%-30s %2d writers: %3d/%3d succeeded, %5.2f requests per success, p99 %v\n",
 				p.strategy, p.writers, s.Succeeded, s.Updates, s.RequestsPerUpdate(), s.P99.Round(time.Millisecond))
 		}
 		return contention.Median(rs), contention.Median(ps)
 	}
-	// The study's medians: at 64 writers 0.31x the requests, at 16 0.51x.
-	for _, tc := range []struct {
-		writers int
-		maxReqs float64
-	}{
-		{16, 0.8},
-		{64, 0.7},
-	} {
-		for _, s := range sums[point{hot.Name, tc.writers}] {
-			if s.SuccessRate() < 0.99 {
-				t.Errorf("%d writers: HotObjectBackoff got %d of %d updates through, want at least 99%%", tc.writers, s.Succeeded, s.Updates)
-			}
-		}
-		hotReqs, hotP99 := medians(point{hot.Name, tc.writers})
-		readmeReqs, readmeP99 := medians(point{"README", tc.writers})
-		t.Logf("%d writers: requests per success %.2f against %.2f (%.2fx), p99 %v against %v (%.2fx; reported only, make study asserts it)",
-			tc.writers, hotReqs, readmeReqs, hotReqs/readmeReqs, time.Duration(hotP99).Round(time.Millisecond),
-			time.Duration(readmeP99).Round(time.Millisecond), hotP99/readmeP99)
-		if r := hotReqs / readmeReqs; !(r <= tc.maxReqs) {
-			t.Errorf("%d writers: median requests per success %.2f is %.2fx the README's %.2f, want at most %.2fx",
-				tc.writers, hotReqs, r, readmeReqs, tc.maxReqs)
+	for _, writers := range []int{16, 64} {
+		peerReqs, peerP99 := medians(point{"AWS full jitter", writers})
+		for _, name := range []string{"HotObjectBackoff", "HotObjectBackoff + Contention"} {
+			reqs, p99 := medians(point{name, writers})
+			t.Logf("%d writers: %s: requests per update %.2f against full jitter's %.2f (%.2fx), p99 %v against %v (%.2fx); reported only, make study asserts the target",
+				writers, name, reqs, peerReqs, reqs/peerReqs, time.Duration(p99).Round(time.Millisecond),
+				time.Duration(peerP99).Round(time.Millisecond), p99/peerP99)
 		}
 	}
 	t.Logf("each run:\n%s", b.String())

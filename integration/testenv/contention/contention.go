@@ -85,8 +85,51 @@ func Updating(name string, b retry.Backoff, opts ...retry.Option) Strategy {
 	return Strategy{Name: name, Steps: b.Steps, Update: UpdateOnConflict(b, opts...)}
 }
 
+// Typed is retry.Update with backoff b and the options opts returns, an
+// UpdateLoop: current is the obj retry.Update starts from (a nil current,
+// after a give-up, is an object with only its name, which retry.Update
+// reads first), and get and update are its client's Get and Update. opts
+// is called once per call, so that a call's options (a sleeper that keeps
+// a schedule of its own) may be new each time.
+func Typed(b retry.Backoff, opts func() []retry.Option) UpdateLoop {
+	return func(ctx context.Context, current *corev1.ConfigMap,
+		get func(context.Context) (*corev1.ConfigMap, error),
+		mutate func(*corev1.ConfigMap) error,
+		update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error),
+	) (*corev1.ConfigMap, error) {
+		obj := current
+		if obj == nil {
+			obj = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: nameOf}}
+		}
+		var o []retry.Option
+		if opts != nil {
+			o = opts()
+		}
+		return retry.Update(ctx, b, funcClient{get: get, update: update}, obj, mutate, o...)
+	}
+}
+
+// nameOf stands for the counter's name in an object built for
+// retry.Update: funcClient's Get ignores the name it is given, reading
+// the counter of the run.
+const nameOf = "counter"
+
+// funcClient is a retry.UpdateClient of Run's get and update functions.
+type funcClient struct {
+	get    func(context.Context) (*corev1.ConfigMap, error)
+	update func(context.Context, *corev1.ConfigMap) (*corev1.ConfigMap, error)
+}
+
+func (c funcClient) Get(ctx context.Context, _ string, _ metav1.GetOptions) (*corev1.ConfigMap, error) {
+	return c.get(ctx)
+}
+
+func (c funcClient) Update(ctx context.Context, obj *corev1.ConfigMap, _ metav1.UpdateOptions) (*corev1.ConfigMap, error) {
+	return c.update(ctx, obj)
+}
+
 // Strategy names a retry loop and the most attempts it may make per call.
-// Exactly one of Loop and Update is set.
+// Exactly one of Loop, Update and ForWriter is set.
 type Strategy struct {
 	Name string
 	// Steps is the backoff's Steps: no call may attempt more often.
@@ -97,6 +140,21 @@ type Strategy struct {
 	// Update runs each increment as one UpdateLoop call, starting from
 	// the object Config.Current gives.
 	Update UpdateLoop
+	// ForWriter, when set, returns writer w's own Strategy (Loop or
+	// Update set): each writer is then a process of its own as far as the
+	// strategy knows, with its own random source and its own learned
+	// state, nothing shared with the other writers.
+	ForWriter func(w int) Strategy
+}
+
+// forWriter returns the Strategy writer w runs.
+func (s Strategy) forWriter(w int) Strategy {
+	if s.ForWriter == nil {
+		return s
+	}
+	ws := s.ForWriter(w)
+	ws.Name, ws.Steps = s.Name, s.Steps
+	return ws
 }
 
 // Config is one run of the workload.
@@ -186,8 +244,20 @@ type Result struct {
 // with the resourceVersion it read, so an update that raced with another
 // writer's fails with 409 Conflict, which is what the retry loops retry.
 func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
-	if (s.Loop == nil) == (s.Update == nil) {
-		return Result{}, fmt.Errorf("strategy %s: set exactly one of Loop and Update", s.Name)
+	set := 0
+	for _, ok := range []bool{s.Loop != nil, s.Update != nil, s.ForWriter != nil} {
+		if ok {
+			set++
+		}
+	}
+	if set != 1 {
+		return Result{}, fmt.Errorf("strategy %s: set exactly one of Loop, Update and ForWriter", s.Name)
+	}
+	own := make([]Strategy, cfg.Writers)
+	for w := range own {
+		if own[w] = s.forWriter(w); (own[w].Loop == nil) == (own[w].Update == nil) {
+			return Result{}, fmt.Errorf("strategy %s: writer %d's: set exactly one of Loop and Update", s.Name, w)
+		}
 	}
 	cms := cfg.Client.CoreV1().ConfigMaps(cfg.Namespace)
 	writers, err := cfg.WriterConfigMaps()
@@ -229,7 +299,7 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 	}
 	// incrementFrom is one UpdateLoop call, from current; it returns the
 	// object written.
-	incrementFrom := func(ctx context.Context, cms typedcorev1.ConfigMapInterface, c *Call, current *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	incrementFrom := func(ctx context.Context, s Strategy, cms typedcorev1.ConfigMapInterface, c *Call, current *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 		var before *corev1.ConfigMap
 		if current != nil {
 			c.Current = true
@@ -269,7 +339,7 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 	start := time.Now()
 	for w := range cfg.Writers {
 		wg.Go(func() {
-			cms := writers[w]
+			cms, s := writers[w], own[w]
 			last := created // the object this writer's previous update returned
 			for u := range cfg.Updates {
 				c := &res.Calls[w*cfg.Updates+u]
@@ -278,9 +348,9 @@ func Run(ctx context.Context, s Strategy, cfg Config) (Result, error) {
 				case s.Loop != nil:
 					c.Err = s.Loop(ctx, func(ctx context.Context) error { return increment(ctx, cms, c) })
 				case cfg.Current != nil:
-					_, c.Err = incrementFrom(ctx, cms, c, cfg.Current(w))
+					_, c.Err = incrementFrom(ctx, s, cms, c, cfg.Current(w))
 				default:
-					last, c.Err = incrementFrom(ctx, cms, c, last)
+					last, c.Err = incrementFrom(ctx, s, cms, c, last)
 				}
 				c.Latency = time.Since(t0)
 				if cfg.Progress != nil {

@@ -6,8 +6,9 @@
 // do. Every run is repeated with this library's DefaultRetry and
 // DefaultBackoff and with client-go's, each increment written as client-go
 // documents it (a Get inside RetryOnConflict), then with UpdateOnConflict
-// starting from the object the writer's previous update returned, for a
-// few writer counts; then, at each count, the writers race to create one
+// starting from the object the writer's previous update returned (with
+// DefaultRetry, DefaultBackoff, HotObjectBackoff, and HotObjectBackoff
+// with each writer's own Contention), for a few writer counts; then, at each count, the writers race to create one
 // ConfigMap that does not exist yet with CreateOrUpdate, each adding a key
 // of its own. A table shows how many increments got through, how
 // many gave up, how many conflicts they met, how many requests reached the
@@ -79,6 +80,14 @@ var strategies = []contention.Strategy{
 	},
 	{Name: "UpdateOnConflict DefaultRetry", Steps: retry.DefaultRetry.Steps, Update: contention.UpdateOnConflict(retry.DefaultRetry)},
 	{Name: "UpdateOnConflict DefaultBackoff", Steps: retry.DefaultBackoff.Steps, Update: contention.UpdateOnConflict(retry.DefaultBackoff)},
+	{Name: "UpdateOnConflict HotObjectBackoff", Steps: retry.HotObjectBackoff.Steps, Update: contention.UpdateOnConflict(retry.HotObjectBackoff)},
+	{
+		// Each writer a process of its own: its own Contention.
+		Name: "UpdateOnConflict Hot, Contention", Steps: retry.HotObjectBackoff.Steps,
+		ForWriter: func(int) contention.Strategy {
+			return contention.Strategy{Update: contention.UpdateOnConflict(retry.HotObjectBackoff, retry.WithContention(retry.NewContention()))}
+		},
+	},
 }
 
 // raceName names the create-or-update race's rows, and raceBackoff is its

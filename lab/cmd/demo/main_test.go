@@ -70,7 +70,7 @@ func checkTable(t *testing.T, out string, writerCounts int) {
 		}
 		r, err := strconv.ParseFloat(reqs, 64)
 		least := 2.0 // GET and PUT, or GET and POST
-		if s != nil && s.Update != nil {
+		if s != nil && (s.Update != nil || s.ForWriter != nil) {
 			least = 1 // PUT
 		}
 		if err != nil || r < least {

@@ -36,19 +36,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cgretry "k8s.io/client-go/util/retry"
 
 	"github.com/kuberetry/retry/integration/testenv/contention"
 	"github.com/kuberetry/retry/lab/internal/cluster"
@@ -65,31 +64,19 @@ type plan struct {
 	writers []int // writer counts of the sweep
 	updates int   // increments per writer
 	reps    int   // repetitions of each point
-	// searchWriters is the writer count at which the search raises
-	// client-go DefaultBackoff's Steps until the median repetition
-	// gets target of the updates through, trying at most maxSteps.
-	searchWriters int
-	target        float64
-	maxSteps      int
 }
 
 var (
-	full = plan{
-		writers: []int{1, 2, 4, 8, 16, 32, 64, 128}, updates: 10, reps: 3,
-		searchWriters: 64, target: 0.99, maxSteps: 9,
-	}
+	full = plan{writers: []int{1, 2, 4, 8, 16, 32, 64, 128}, updates: 10, reps: 3}
 	// quick exercises every step of a full study in seconds.
-	quick = plan{
-		writers: []int{1, 2, 4}, updates: 2, reps: 2,
-		searchWriters: 4, target: 0.99, maxSteps: 6,
-	}
+	quick = plan{writers: []int{1, 2, 4}, updates: 2, reps: 2}
 )
 
 // record is one run of the workload.
 type record struct {
-	Phase      string // "search" or "sweep"
+	Name, Form string // the strategy's name and form
 	Repetition int    // 1-based
-	Steps      int    // the strategy's Steps
+	Steps      int    // the most attempts a call may make
 	contention.Summary
 	UpdatesPerWriter int
 }
@@ -102,6 +89,10 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 	out := flags.String("out", "", "directory for study.csv and the plots (default: the repository's docs/, docs/ha-N with --apiservers N)")
 	quickFlag := flags.Bool("quick", false, "a small run (3 writer counts, 2 updates per writer, 2 repetitions) to check that everything works")
 	reps := flags.Int("reps", 0, "repetitions of each point (default 3, 2 with --quick)")
+	writersFlag := flags.String("writers", "", "comma-separated writer counts (default 1,2,4,...,128; 1,2,4 with --quick)")
+	updates := flags.Int("updates", 0, "increments per writer (default 10, 2 with --quick)")
+	only := flags.String("strategies", "", "comma-separated strategies to run (default all): "+strings.Join(names, ", "))
+	formsFlag := flags.String("forms", "", "comma-separated forms to run (default both): "+strings.Join(forms, ", "))
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -112,11 +103,32 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 	if *quickFlag {
 		pl = quick
 	}
-	if *reps < 0 {
-		return errors.New("--reps must be positive")
-	}
-	if *reps > 0 {
+	switch {
+	case *reps < 0:
+		return fmt.Errorf("--reps %d: must be positive", *reps)
+	case *reps > 0:
 		pl.reps = *reps
+	}
+	switch {
+	case *updates < 0:
+		return fmt.Errorf("--updates %d: must be positive", *updates)
+	case *updates > 0:
+		pl.updates = *updates
+	}
+	if *writersFlag != "" {
+		ws, err := parseCounts(*writersFlag)
+		if err != nil {
+			return fmt.Errorf("--writers: %w", err)
+		}
+		pl.writers = ws
+	}
+	ns, err := pick("--strategies", *only, names)
+	if err != nil {
+		return err
+	}
+	fs, err := pick("--forms", *formsFlag, forms)
+	if err != nil {
+		return err
 	}
 	dir := *out
 	if dir == "" {
@@ -142,11 +154,7 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 
 	st := &study{ctx: ctx, cl: cl, p: p, plan: pl}
 	start := time.Now()
-	steps, reached, err := st.search()
-	if err != nil {
-		return err
-	}
-	if err := st.sweep(strategies(steps)); err != nil {
+	if err := st.sweep(strategies(ns, fs)); err != nil {
 		return err
 	}
 	p.Line("study done in %v", time.Since(start).Round(time.Second))
@@ -155,31 +163,72 @@ func run(ctx context.Context, args []string, kubeconfigEnv string, stdout io.Wri
 	if err := writeCSV(csvPath, st.records); err != nil {
 		return err
 	}
-	names := make([]string, 0, len(strategies(steps)))
-	for _, s := range strategies(steps) {
-		names = append(names, s.Name)
-	}
 	title := fmt.Sprintf("%d updates per writer of one ConfigMap, median of %d repetitions, bars min to max", pl.updates, pl.reps)
-	pngs, err := drawPlots(dir, names, nameHotObject, sweepRecords(st.records), title)
-	if err != nil {
-		return err
+	var pngs []string
+	for _, f := range fs {
+		files, err := drawPlots(dir, f, ns, byForm(st.records, f), title)
+		if err != nil {
+			return err
+		}
+		pngs = append(pngs, files...)
 	}
 
 	fmt.Fprintf(stdout, "%d increments per writer of one ConfigMap counter, on %s; median of %d repetitions (min-max):\n\n", pl.updates, cl.Where, pl.reps)
-	if reached {
-		fmt.Fprintf(stdout, "client-go DefaultBackoff needs Steps %d to get %.0f%% of the updates through at %d writers (median repetition).\n\n",
-			steps, 100*pl.target, pl.searchWriters)
-	} else {
-		fmt.Fprintf(stdout, "client-go DefaultBackoff does not get %.0f%% of the updates through at %d writers with up to %d Steps; plotted with %d.\n\n",
-			100*pl.target, pl.searchWriters, pl.maxSteps, steps)
+	for _, f := range fs {
+		fmt.Fprintf(stdout, "Through %s:\n\n", f)
+		printTable(stdout, ns, byForm(st.records, f))
+		fmt.Fprintln(stdout)
 	}
-	printTable(stdout, names, sweepRecords(st.records))
-	fmt.Fprintf(stdout, "\nwrote %s\n\n", strings.Join(append([]string{csvPath}, pngs...), ", "))
-	st.problems = append(st.problems, checkTargets(stdout, sweepRecords(st.records))...)
+	fmt.Fprintf(stdout, "wrote %s\n\n", strings.Join(append([]string{csvPath}, pngs...), ", "))
+	missed := checkTargets(stdout, st.records)
+	if *quickFlag {
+		// 2 updates per writer: the medians say nothing of the target.
+		fmt.Fprintln(stdout, "\n--quick: the target is printed, not asserted")
+	} else {
+		st.problems = append(st.problems, missed...)
+	}
 	if len(st.problems) > 0 {
 		return fmt.Errorf("unexpected results or targets missed:\n  %s", strings.Join(st.problems, "\n  "))
 	}
 	return nil
+}
+
+// pick returns the items of list that the comma-separated flag value
+// names, in list's order, all of list for "", or an error naming flag and
+// the unknown item.
+func pick(flag, value string, list []string) ([]string, error) {
+	if value == "" {
+		return list, nil
+	}
+	want := map[string]bool{}
+	for _, v := range strings.Split(value, ",") {
+		v = strings.TrimSpace(v)
+		if !slices.Contains(list, v) {
+			return nil, fmt.Errorf("%s: unknown %q (one of %s)", flag, v, strings.Join(list, ", "))
+		}
+		want[v] = true
+	}
+	var out []string
+	for _, x := range list {
+		if want[x] {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// parseCounts parses a comma-separated list of writer counts, each at
+// least 1.
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want a writer count of at least 1", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // study runs the workload and keeps its records.
@@ -191,64 +240,21 @@ type study struct {
 	records  []record
 	problems []string
 	runs     int // runs made, for unique ConfigMap names
-	// done maps a strategy to the writer count at which the search has
-	// already run the sweep's point.
-	done map[string]int
-}
-
-// search returns the fewest Steps, from client-go DefaultBackoff's own
-// up to plan.maxSteps, with which DefaultBackoff gets plan.target of the
-// updates through at plan.searchWriters writers in the median repetition,
-// and whether any did (if none did, it returns maxSteps). A Steps that a
-// majority of repetitions fails is given up without the rest. The
-// repetitions of the Steps found are the sweep's point for that strategy
-// at plan.searchWriters (phase "sweep"; the others are "search"): run
-// again, they would cost minutes of a 20-minute budget, since a call at
-// its last attempt waits 31s.
-func (st *study) search() (steps int, reached bool, err error) {
-	for steps = cgretry.DefaultBackoff.Steps; steps <= st.plan.maxSteps; steps++ {
-		s := raised(steps)
-		first := len(st.records)
-		var rates []float64
-		failed := 0
-		for rep := 1; rep <= st.plan.reps && failed <= st.plan.reps/2; rep++ {
-			label := fmt.Sprintf("search: %s, %d writers, repetition %d", s.Name, st.plan.searchWriters, rep)
-			r, err := st.runOne(label, "search", rep, s, st.plan.searchWriters)
-			if err != nil {
-				return 0, false, err
-			}
-			rates = append(rates, r.SuccessRate())
-			if r.SuccessRate() < st.plan.target {
-				failed++
-			}
-		}
-		if len(rates) == st.plan.reps && contention.Median(rates) >= st.plan.target {
-			for i := first; i < len(st.records); i++ {
-				st.records[i].Phase = "sweep"
-			}
-			st.done = map[string]int{s.Name: st.plan.searchWriters}
-			return steps, true, nil
-		}
-	}
-	return st.plan.maxSteps, false, nil
 }
 
 // sweep runs every strategy at every writer count plan.reps times,
 // repetition by repetition, and in each the strategies in an order that
 // rotates, so that no strategy always runs first or after the same one.
 func (st *study) sweep(ss []contention.Strategy) error {
-	total := st.plan.reps * (len(st.plan.writers)*len(ss) - len(st.done))
+	total := st.plan.reps * len(st.plan.writers) * len(ss)
 	n := 0
 	for rep := 1; rep <= st.plan.reps; rep++ {
 		for wi, writers := range st.plan.writers {
 			for i := range ss {
 				s := ss[(i+rep+wi)%len(ss)]
-				if w, ok := st.done[s.Name]; ok && w == writers {
-					continue
-				}
 				n++
 				label := fmt.Sprintf("[%d/%d] %s, %d writers, repetition %d", n, total, s.Name, writers, rep)
-				if _, err := st.runOne(label, "sweep", rep, s, writers); err != nil {
+				if _, err := st.runOne(label, rep, s, writers); err != nil {
 					return err
 				}
 			}
@@ -258,7 +264,7 @@ func (st *study) sweep(ss []contention.Strategy) error {
 }
 
 // runOne runs s with writers writers, records it and checks it.
-func (st *study) runOne(label, phase string, rep int, s contention.Strategy, writers int) (contention.Summary, error) {
+func (st *study) runOne(label string, rep int, s contention.Strategy, writers int) (contention.Summary, error) {
 	if err := st.ctx.Err(); err != nil {
 		return contention.Summary{}, err
 	}
@@ -282,7 +288,8 @@ func (st *study) runOne(label, phase string, rep int, s contention.Strategy, wri
 	st.p.Line("%s: %d/%d succeeded, %s requests per success, p99 %v, in %v", label, sum.Succeeded, n,
 		formatFloat(sum.RequestsPerUpdate()), sum.P99.Round(time.Millisecond), sum.Wall.Round(time.Millisecond))
 	st.problems = append(st.problems, contention.Problems(label, s, res)...)
-	st.records = append(st.records, record{Phase: phase, Repetition: rep, Steps: s.Steps, Summary: sum, UpdatesPerWriter: st.plan.updates})
+	base, form, _ := strings.Cut(s.Name, " / ")
+	st.records = append(st.records, record{Name: base, Form: form, Repetition: rep, Steps: s.Steps, Summary: sum, UpdatesPerWriter: st.plan.updates})
 	// Each run has its own counter; the finished one only weighs on etcd.
 	if err := st.cl.Client.CoreV1().ConfigMaps(st.cl.Namespace).Delete(st.ctx, name, metav1.DeleteOptions{}); err != nil {
 		return sum, fmt.Errorf("%s: delete counter: %w", label, err)
@@ -290,11 +297,11 @@ func (st *study) runOne(label, phase string, rep int, s contention.Strategy, wri
 	return sum, nil
 }
 
-// sweepRecords returns the records of the sweep.
-func sweepRecords(rs []record) []record {
+// byForm returns the records of form f.
+func byForm(rs []record, f string) []record {
 	var out []record
 	for _, r := range rs {
-		if r.Phase == "sweep" {
+		if r.Form == f {
 			out = append(out, r)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 
 // csvHeader names the columns of study.csv, one row per run.
 var csvHeader = []string{
-	"phase", "repetition", "strategy", "steps", "writers", "updates_per_writer",
+	"form", "repetition", "strategy", "steps", "writers", "updates_per_writer",
 	"attempted", "succeeded", "gave_up", "success_rate", "conflicts", "attempts",
 	"requests", "requests_per_success", "p50_ms", "p99_ms", "wall_ms",
 }
@@ -41,7 +41,7 @@ func writeCSV(path string, rs []record) error {
 			reqs = strconv.FormatFloat(x, 'f', 3, 64)
 		}
 		w.Write([]string{
-			r.Phase, strconv.Itoa(r.Repetition), r.Strategy, strconv.Itoa(r.Steps),
+			r.Form, strconv.Itoa(r.Repetition), r.Name, strconv.Itoa(r.Steps),
 			strconv.Itoa(r.Writers), strconv.Itoa(r.UpdatesPerWriter),
 			strconv.Itoa(r.Updates), strconv.Itoa(r.Succeeded), strconv.Itoa(r.GaveUp),
 			strconv.FormatFloat(r.SuccessRate(), 'f', 4, 64),
@@ -105,7 +105,7 @@ func (g group) stats(m metric) (med, lo, hi float64, ok bool) {
 func groups(rs []record, name string) []group {
 	var gs []group
 	for _, r := range rs {
-		if r.Strategy != name {
+		if r.Name != name {
 			continue
 		}
 		i := 0
@@ -129,9 +129,9 @@ type chart struct {
 }
 
 var charts = []chart{
-	{file: "study-success.png", title: "Updates that got through", ylabel: "succeeded (% of updates)", m: metricSuccess},
-	{file: "study-requests.png", title: "Requests per successful update (on the wire)", ylabel: "requests per successful update (log)", m: metricRequests, logY: true, legendTop: true},
-	{file: "study-p99.png", title: "p99 latency of an update, retries included", ylabel: "p99 latency, ms (log)", m: metricP99, logY: true, legendTop: true},
+	{file: "success.png", title: "Updates that got through", ylabel: "succeeded (% of updates)", m: metricSuccess},
+	{file: "requests.png", title: "Requests per successful update (on the wire)", ylabel: "requests per successful update (log)", m: metricRequests, logY: true, legendTop: true},
+	{file: "p99.png", title: "p99 latency of an update, retries included", ylabel: "p99 latency, ms (log)", m: metricP99, logY: true, legendTop: true},
 }
 
 // styles tell the strategies apart in the plots, in the order of names;
@@ -153,16 +153,22 @@ var styles = []struct {
 	{color.RGBA{R: 0xd5, G: 0x5e, A: 0xff}, nil, draw.CircleGlyph{}},
 }
 
-// drawPlots draws charts of rs into dir, one line per strategy of names,
-// the line of highlight thicker, and returns the files written.
-func drawPlots(dir string, names []string, highlight string, rs []record, subtitle string) ([]string, error) {
+// drawPlots draws charts of rs, the records of form, into dir, one line
+// per strategy of names, HotObjectBackoff's thicker, and returns the files
+// written: study-*.png for the Update form, study-idiom-*.png for the
+// other.
+func drawPlots(dir, form string, names []string, rs []record, subtitle string) ([]string, error) {
 	if len(names) > len(styles) {
 		return nil, fmt.Errorf("%d strategies but styles for %d", len(names), len(styles))
+	}
+	prefix := "study-"
+	if form != formUpdate {
+		prefix = "study-idiom-"
 	}
 	var files []string
 	for _, c := range charts {
 		p := plot.New()
-		p.Title.Text = c.title + "\n" + subtitle
+		p.Title.Text = c.title + ", through " + form + "\n" + subtitle
 		p.X.Label.Text = "writers on one ConfigMap (log scale)"
 		p.Y.Label.Text = c.ylabel
 		p.X.Scale = plot.LogScale{}
@@ -199,7 +205,7 @@ func drawPlots(dir string, names []string, highlight string, rs []record, subtit
 			}
 			st := styles[i]
 			line.Color, line.Dashes, line.Width = st.c, st.dashes, vg.Points(1.5)
-			if name == highlight {
+			if name == nameHot || name == nameHotContention {
 				line.Width = vg.Points(3)
 			}
 			points.Color, points.Shape, points.Radius = st.c, st.glyph, vg.Points(3)
@@ -214,7 +220,7 @@ func drawPlots(dir string, names []string, highlight string, rs []record, subtit
 		if !c.logY {
 			p.Y.Min, p.Y.Max = 0, 100
 		}
-		path := filepath.Join(dir, c.file)
+		path := filepath.Join(dir, prefix+c.file)
 		if err := savePNG(p, path); err != nil {
 			return nil, err
 		}
