@@ -5,7 +5,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline cover bench bench-check bench-wait fuzz
 
 ## check: lint, the root module's tests, the ctrlretry module, the
 ## integration tests (CI runs make ci: this, lab and compat-edges)
@@ -67,8 +67,10 @@ demo:
 	cd lab && $(GO) run ./cmd/demo $(DEMO_ARGS)
 
 ## study: the contention study (writers x retry strategy on one ConfigMap),
-## written to docs/study.csv and docs/study-*.png (STUDY_ARGS="--out DIR",
-## "--kubeconfig FILE", "--quick"; about 13 minutes warm on 2 cores)
+## written to docs/study.csv and docs/study-*.png; fails when HotObjectBackoff
+## misses its target (STUDY_ARGS="--out DIR", "--kubeconfig FILE", "--quick",
+## "--writers 2,128", "--reps N", "--updates N", "--strategies A,B",
+## "--forms F"; about 13 minutes warm on 2 cores)
 study:
 	cd lab && $(GO) run ./cmd/study $(STUDY_ARGS)
 
@@ -77,7 +79,7 @@ study:
 ## Hold 0 in the full outage) on an in-process apiserver: one API group down,
 ## then the whole server down at seven lengths for each caller; prints the
 ## tables and writes docs/outages-partial.csv, docs/outages.csv and
-## docs/outages.png (OUTAGES_ARGS="--out DIR"; about 2.5 minutes warm; fails
+## docs/outages.png (OUTAGES_ARGS="--out DIR"; about 10 minutes warm; fails
 ## when NewBudget() misses its targets)
 outages:
 	cd lab && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
@@ -88,7 +90,6 @@ outages:
 ## docs/budget-timeline.csv and docs/budget-timeline.png (TIMELINE_ARGS="--out
 ## DIR"; about 40 s warm; fails when NewBudget() sends as many requests to
 ## what fails as no budget, or holds what did not fail)
-.PHONY: timeline
 timeline:
 	cd lab && $(GO) run ./cmd/timeline $(TIMELINE_ARGS)
 
