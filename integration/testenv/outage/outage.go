@@ -29,6 +29,7 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/testenv/faultproxy"
+	"github.com/kuberetry/retry/integration/testenv/poll"
 	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
@@ -241,19 +242,19 @@ func (e *Env) Run(ctx context.Context, sched Schedule, runs []Run) ([]*Result, e
 		}
 	}()
 
-	sleep(ctx, sched.Warmup)
+	poll.Sleep(ctx, sched.Warmup)
 	mark(Before)
-	sleep(ctx, sched.Before)
+	poll.Sleep(ctx, sched.Before)
 	mark(During)
 	for _, r := range rs {
 		r.proxy.SetOutage(true)
 	}
-	sleep(ctx, sched.Outage)
+	poll.Sleep(ctx, sched.Outage)
 	mark(After)
 	for _, r := range rs {
 		r.proxy.SetOutage(false)
 	}
-	sleep(ctx, sched.After)
+	poll.Sleep(ctx, sched.After)
 	for deadline := start.Add(sched.Warmup + sched.Before + sched.Outage + sched.AfterMax); time.Now().Before(deadline) && ctx.Err() == nil; {
 		all := true
 		for _, r := range rs {
@@ -262,7 +263,7 @@ func (e *Env) Run(ctx context.Context, sched Schedule, runs []Run) ([]*Result, e
 		if all {
 			break
 		}
-		sleep(ctx, 20*time.Millisecond)
+		poll.Sleep(ctx, 20*time.Millisecond)
 	}
 	for _, r := range rs {
 		r.stop()
@@ -518,14 +519,4 @@ func (r *runner) readBack(ctx context.Context, c kubernetes.Interface) error {
 		r.res.Data[w] = cm.Data
 	}
 	return nil
-}
-
-// sleep sleeps for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

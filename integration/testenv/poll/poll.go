@@ -1,6 +1,7 @@
 // Package poll waits, bounded, for a condition to hold: the one wait the
 // integration tests share, for what they cannot be told of (a cache that
-// caught up, a request on the wire, a fault that was met).
+// caught up, a request on the wire, a fault that was met); and Sleep, the
+// workloads' pause that a context ends.
 package poll
 
 import (
@@ -35,5 +36,15 @@ func Until(ctx context.Context, interval, timeout time.Duration, cond func() boo
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// Sleep returns after d, or as soon as ctx is done.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

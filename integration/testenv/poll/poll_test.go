@@ -79,3 +79,20 @@ func TestUntilBadInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestSleep checks that Sleep returns once ctx is done, long before d.
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	poll.Sleep(ctx, time.Hour)
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("Sleep with a done context took %v", took)
+	}
+	start = time.Now()
+	poll.Sleep(context.Background(), time.Millisecond)
+	if took := time.Since(start); took < time.Millisecond {
+		t.Errorf("Sleep(1ms) returned after %v", took)
+	}
+}

@@ -54,6 +54,7 @@ import (
 
 	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/testenv/faultproxy"
+	"github.com/kuberetry/retry/integration/testenv/poll"
 	"github.com/kuberetry/retry/lab/internal/cluster"
 )
 
@@ -248,7 +249,7 @@ func (c *controller) work(ctx context.Context, wg *sync.WaitGroup, jobs []job) {
 					return
 				}
 				c.calls.add(w, j.what, time.Now(), err == nil)
-				sleep(ctx, pause)
+				poll.Sleep(ctx, pause)
 			}
 		})
 	}
@@ -416,15 +417,15 @@ func (e *env) timeline(ctx context.Context, r *result, jobs [][]job, length time
 	for i, c := range r.ctrls {
 		c.work(runCtx, &wg, jobs[i])
 	}
-	sleep(ctx, e.sh.warmup)
+	poll.Sleep(ctx, e.sh.warmup)
 	r.start = time.Now()
-	sleep(ctx, e.sh.before)
+	poll.Sleep(ctx, e.sh.before)
 	r.failStart = time.Now()
 	fail(true)
-	sleep(ctx, length)
+	poll.Sleep(ctx, length)
 	r.failEnd = time.Now()
 	fail(false)
-	sleep(ctx, e.sh.after)
+	poll.Sleep(ctx, e.sh.after)
 	r.end = time.Now()
 	stop()
 	wg.Wait()
@@ -488,14 +489,4 @@ func (r *result) verdicts() []string {
 		}
 	}
 	return missed
-}
-
-// sleep sleeps for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

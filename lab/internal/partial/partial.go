@@ -23,6 +23,7 @@ import (
 	"github.com/kuberetry/retry/integration/testenv/aggregated"
 	"github.com/kuberetry/retry/integration/testenv/contention"
 	"github.com/kuberetry/retry/integration/testenv/outage"
+	"github.com/kuberetry/retry/integration/testenv/poll"
 	"github.com/kuberetry/retry/integration/testenv/reqcount"
 )
 
@@ -151,11 +152,11 @@ func (e *Env) Run(ctx context.Context, sched Schedule, policies []outage.Policy)
 	for _, c := range cs {
 		c.start(runCtx, &wg)
 	}
-	sleep(ctx, sched.Warmup)
+	poll.Sleep(ctx, sched.Warmup)
 	for _, c := range cs {
 		c.mark(true)
 	}
-	sleep(ctx, sched.Length)
+	poll.Sleep(ctx, sched.Length)
 	for _, c := range cs {
 		c.mark(false)
 	}
@@ -257,9 +258,9 @@ func (c *controller) loop(ctx context.Context, fn func(context.Context) error, p
 			c.mu.Unlock()
 		}
 		if err == nil {
-			sleep(ctx, pace)
+			poll.Sleep(ctx, pace)
 		} else {
-			sleep(ctx, pause)
+			poll.Sleep(ctx, pause)
 		}
 	}
 }
@@ -288,14 +289,4 @@ func (c *controller) healthy(w int) func(context.Context) error {
 // failing is a failing worker's call: a list in the group that is down.
 func (c *controller) failing(ctx context.Context) error {
 	return c.rc.Get().AbsPath(path(c.ns)).Do(ctx).Error()
-}
-
-// sleep sleeps for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
