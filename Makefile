@@ -79,8 +79,8 @@ study:
 ## Hold 0 in the full outage) on an in-process apiserver: one API group down,
 ## then the whole server down at seven lengths for each caller; prints the
 ## tables and writes docs/outages-partial.csv, docs/outages.csv and
-## docs/outages.png (OUTAGES_ARGS="--out DIR"; about 10 minutes warm; fails
-## when NewBudget() misses its targets)
+## docs/outages.png (OUTAGES_ARGS="--out DIR"; about 6 minutes warm, 10 on a
+## busy machine; fails when NewBudget() misses its targets)
 outages:
 	cd lab && $(GO) run ./cmd/outages $(OUTAGES_ARGS)
 
