@@ -5,7 +5,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline fleet cover bench bench-check bench-wait fuzz
 
 ## check: lint, the root module's tests, the ctrlretry module, the
 ## integration tests (CI runs make ci: this, lab and compat-edges)
@@ -92,6 +92,17 @@ outages:
 ## what fails as no budget, or holds what did not fail)
 timeline:
 	cd lab && $(GO) run ./cmd/timeline $(TIMELINE_ARGS)
+
+## fleet: a fleet of 48 controller processes x 4 workers, one service account,
+## its own APF priority level of 10 seats (queues of 20, then of 10), through a
+## 5s outage behind resetting proxies, on an in-process apiserver with APF and
+## RBAC: no budget, NewBudget() with Rand fixed near 1 (unjittered), then
+## NewBudget() in every process, 3 runs at each queue length; prints the table and the requests and 429s per second, writes
+## docs/fleet-apiserver.csv (FLEET_ARGS="--out DIR", "--runs N"; about 4
+## minutes a run warm on an idle machine; fails when NewBudget() misses a
+## target or a write is lost)
+fleet:
+	cd lab && $(GO) run ./cmd/fleet $(FLEET_ARGS)
 
 ## cover: test coverage of the root module
 cover:

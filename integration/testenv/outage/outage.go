@@ -156,6 +156,9 @@ type Result struct {
 	Policy string
 	Sched  Schedule
 
+	// Begin is when the run began: Bounds and the Calls' times count
+	// from it.
+	Begin time.Time
 	// Bounds[p] is when phase p began; Bounds[3] the run's end.
 	Bounds   [numPhases + 1]time.Duration
 	Requests [numPhases + 1]reqcount.Counts
@@ -360,6 +363,7 @@ func (r *runner) since() time.Duration { return time.Since(r.begin) }
 
 func (r *runner) start(ctx context.Context, begin time.Time, wg *sync.WaitGroup) {
 	r.begin = begin
+	r.res.Begin = begin
 	r.stopCtx, r.stopCalls = context.WithCancel(ctx)
 	r.callCtx, r.cancelCalls = context.WithCancel(ctx)
 	r.q = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[int]())

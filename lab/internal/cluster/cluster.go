@@ -68,7 +68,20 @@ const MaxAPIServers = ha.MaxAPIServers
 // many kube-apiservers on a three-member etcd, behind a round-robin load
 // balancer; kubeconfig must be empty), whose writers reach it through
 // clients of their own (Writer). The caller must Close the Cluster.
-func Open(ctx context.Context, kubeconfig string, apiservers int, prefix string, p *Progress) (_ *Cluster, err error) {
+func Open(ctx context.Context, kubeconfig string, apiservers int, prefix string, p *Progress) (*Cluster, error) {
+	return open(ctx, kubeconfig, apiservers, prefix, p, nil)
+}
+
+// OpenInProcess starts etcd and a kube-apiserver in process on loopback,
+// as Open does without a kubeconfig, with the extra kube-apiserver
+// command-line flags given ("--authorization-mode=RBAC"), and creates a
+// namespace named from prefix there. The caller must Close the Cluster.
+func OpenInProcess(ctx context.Context, prefix string, p *Progress, flags ...string) (*Cluster, error) {
+	return open(ctx, "", 0, prefix, p, flags)
+}
+
+// open is Open, with flags for an in-process kube-apiserver.
+func open(ctx context.Context, kubeconfig string, apiservers int, prefix string, p *Progress, flags []string) (_ *Cluster, err error) {
 	if err := CheckAPIServers(apiservers, kubeconfig); err != nil {
 		return nil, err
 	}
@@ -99,7 +112,7 @@ func Open(ctx context.Context, kubeconfig string, apiservers int, prefix string,
 		c.Where = "the cluster at " + cfg.Host
 	default:
 		p.Line("starting etcd and kube-apiserver in process")
-		if cfg, c.shutdown, err = startInProcess(p); err != nil {
+		if cfg, c.shutdown, err = startInProcess(p, flags); err != nil {
 			return nil, err
 		}
 		c.Where = "an in-process kube-apiserver on embedded etcd"
@@ -272,9 +285,10 @@ func (c *Cluster) Close() {
 	}
 }
 
-// startInProcess starts etcd and a kube-apiserver and returns the server's
-// client config and a function that stops both and removes their files.
-func startInProcess(p *Progress) (cfg *rest.Config, shutdown func(), err error) {
+// startInProcess starts etcd and a kube-apiserver with the extra flags and
+// returns the server's client config and a function that stops both and
+// removes their files.
+func startInProcess(p *Progress, flags []string) (cfg *rest.Config, shutdown func(), err error) {
 	testserver.QuietGlobalLogs()
 	etcd, err := testserver.StartEtcd()
 	if err != nil {
@@ -296,7 +310,7 @@ func startInProcess(p *Progress) (cfg *rest.Config, shutdown func(), err error) 
 			shutdown()
 		}
 	}()
-	s, err := testserver.Start(tb, etcd)
+	s, err := testserver.Start(tb, etcd, flags...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,254 @@
+// Command fleet runs a fleet of controller processes through an outage on
+// a kube-apiserver with API Priority and Fairness on, and checks
+// NewBudget()'s targets for a fleet: few requests during the outage, few
+// 429s once it ends, every worker back soon, no write lost.
+//
+// The fleet is 48 processes of 4 workers, all one service account (each
+// process impersonates it), which a FlowSchema of the fleet's own sends to
+// a priority level of its own: 10 seats, lending and borrowing none, 64
+// queues, a hand of 4, and each queue's length limited to 20, then to 10
+// (so at most 90, then 50, requests of the fleet's one flow in the
+// level). Each process has its own budget, clientset, transport, dialer
+// and TCP proxy (so a connection of its own); each worker updates a
+// ConfigMap of its own through the typed clientset inside its own loop
+// (OnErrorWithContext(IsTransient), 10 attempts 10ms apart), a failed key
+// back through client-go's workqueue rate limiter, the next call 500ms
+// after a success. After a 2s warm-up and 3s healthy, every proxy resets
+// its connections and each new one for 5s, then the fleet runs until
+// every worker is back (at least 5s, at most 20s).
+//
+// For each queue length limit and each of --runs runs, it runs the fleet
+// without a budget, then with NewBudget() in every process whose probes
+// wait nearly their whole interval (Budget.Rand fixed near 1: no jitter),
+// then with NewBudget() in every process, each run on
+// a new priority level (the server keeps a level's raised Retry-After
+// until it drops again). It prints the figures, writes fleet-apiserver.csv
+// to the repository's docs/ directory (or --out), and exits non-zero
+// when NewBudget() misses a target in a run: requests during the outage
+// at most 0.12x those without a budget, 429s in the 2s after its end at
+// most max(0.25x those without, 5), every worker back within 1.5s of the
+// end, no write lost. --quick runs a small fleet, once (for the tests).
+//
+// It starts etcd and a kube-apiserver in process, on loopback.
+//
+//	go run ./cmd/fleet [--out DIR] [--runs N] [--quick]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kuberetry/retry"
+	"github.com/kuberetry/retry/integration/testenv/outage"
+	"github.com/kuberetry/retry/integration/testenv/reqcount"
+	"github.com/kuberetry/retry/lab/internal/cluster"
+)
+
+func main() {
+	cluster.Main("fleet", func(ctx context.Context) error {
+		return run(ctx, os.Args[1:], os.Stdout, cluster.NewProgress(os.Stderr))
+	})
+}
+
+// shape is the size of the fleet and its schedule.
+type shape struct {
+	processes    int
+	sched        outage.Schedule
+	queueLengths []int32
+	runs         int
+}
+
+var (
+	full = shape{
+		processes: 48,
+		sched: outage.Schedule{
+			Workers: 4, Warmup: 2 * time.Second, Before: 3 * time.Second, Outage: 5 * time.Second,
+			After: 5 * time.Second, AfterMax: 20 * time.Second, Pace: 500 * time.Millisecond, Pause: 100 * time.Millisecond,
+		},
+		queueLengths: []int32{20, 10},
+		runs:         3,
+	}
+	quick = shape{
+		processes: 4,
+		sched: outage.Schedule{
+			Workers: 2, Warmup: time.Second, Before: time.Second, Outage: 2 * time.Second,
+			After: 2 * time.Second, AfterMax: 10 * time.Second, Pace: 500 * time.Millisecond, Pause: 100 * time.Millisecond,
+		},
+		queueLengths: []int32{10},
+		runs:         1,
+	}
+)
+
+// policy is what each process of a fleet bounds its load with.
+type policy struct {
+	name string
+	// slug names the policy in a priority level's name.
+	slug string
+	// budget returns a process's budget; nil for no budget.
+	budget func() *retry.Budget
+	// target: the policy must meet the targets.
+	target bool
+}
+
+// policies are run in this order, in every run at every queue length.
+var policies = []policy{
+	{name: outage.NoBudget.Name, slug: "none"},
+	{name: "NewBudget(), r fixed near 1", slug: "fixed", budget: fixedNearOne},
+	{name: "NewBudget()", slug: "budget", budget: retry.NewBudget, target: true},
+}
+
+// fixedNearOne is NewBudget() whose probes wait nearly their whole
+// interval, unjittered: close to the schedule before the jitter (a 429's
+// Retry-After still keeps probes back).
+func fixedNearOne() *retry.Budget {
+	b := retry.NewBudget()
+	b.Rand = func() float64 { return 0.999999 }
+	return b
+}
+
+// errMissed is returned, wrapped, when a target was missed.
+var errMissed = errors.New("targets missed")
+
+func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progress) error {
+	flags := flag.NewFlagSet("fleet", flag.ContinueOnError)
+	out := flags.String("out", "", "directory for fleet-apiserver.csv (default: the repository's docs/)")
+	runs := flags.Int("runs", full.runs, "runs at each queue length limit")
+	small := flags.Bool("quick", false, "a small fleet, once (for the tests)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	if flags.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flags.Args())
+	}
+	sh := full
+	if *small {
+		sh = quick
+	}
+	flags.Visit(func(f *flag.Flag) {
+		if f.Name == "runs" {
+			sh.runs = *runs
+		}
+	})
+	if sh.runs < 1 || sh.runs > 100 {
+		return fmt.Errorf("--runs %d: want 1 to 100", sh.runs)
+	}
+	dir := *out
+	if dir == "" {
+		root, err := cluster.RepoRoot()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(root, "docs")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(sh.runs)*20*time.Minute)
+	defer cancel()
+	c, err := cluster.OpenInProcess(ctx, "fleet-", p, serverFlags...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lv, err := newLevel(ctx, c.Client, c.Config, c.Namespace)
+	if err != nil {
+		return err
+	}
+	env := &outage.Env{Config: lv.impersonated, Client: c.Client, Namespace: c.Namespace}
+
+	var fleets []*fleet
+	for run := 1; run <= sh.runs; run++ {
+		for _, q := range sh.queueLengths {
+			for _, pol := range policies {
+				if err := lv.use(ctx, fmt.Sprintf("fleet-q%d-run%d-%s", q, run, pol.slug), q); err != nil {
+					return err
+				}
+				p.Line("run %d of %d, queue length %d, %s: %d processes x %d workers", run, sh.runs, q, pol.name, sh.processes, sh.sched.Workers)
+				f, err := runFleet(ctx, env, sh, pol)
+				if err != nil {
+					return err
+				}
+				f.queueLength, f.run = q, run
+				if f.rejected, f.dispatched, err = lv.rejected(ctx); err != nil {
+					return err
+				}
+				p.Line("  %s", f.summary())
+				fleets = append(fleets, f)
+			}
+		}
+	}
+
+	fmt.Fprintf(stdout, "On %s, API Priority and Fairness on, RBAC; %d processes x %d workers, one service account, "+
+		"its own priority level (%d seats, %d queues, hand %d), a %v outage; load: the 1-minute load average at each run's start\n\n",
+		c.Where, sh.processes, sh.sched.Workers, seats, queues, handSize, sh.sched.Outage)
+	if err := writeTable(stdout, fleets); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	writeSeconds(stdout, fleets)
+	csvPath := filepath.Join(dir, "fleet-apiserver.csv")
+	if err := writeCSV(csvPath, fleets); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s\n", csvPath)
+	if missed := verdicts(fleets); len(missed) > 0 {
+		return fmt.Errorf("%w:\n%s", errMissed, strings.Join(missed, "\n"))
+	}
+	return nil
+}
+
+// runFleet runs sh.processes processes under pol at once, each a run of
+// env's of its own, and records every request each sends, below its
+// budget.
+func runFleet(ctx context.Context, env *outage.Env, sh shape, pol policy) (*fleet, error) {
+	f := &fleet{policy: pol, load: loadAverage()}
+	var wires []*reqcount.Counter
+	p := outage.Policy{Name: pol.name, New: func() *outage.Instance {
+		wire := &reqcount.Counter{KeepRequests: true}
+		wires = append(wires, wire)
+		if pol.budget == nil {
+			return &outage.Instance{Wrap: wire.Wrap}
+		}
+		b := pol.budget()
+		return &outage.Instance{
+			Wrap:   func(rt http.RoundTripper) http.RoundTripper { return b.WrapTransport(wire.Wrap(rt)) },
+			Budget: b,
+		}
+	}}
+	runs := make([]outage.Run, sh.processes)
+	for i := range runs {
+		runs[i] = outage.Run{Caller: outage.LoopQueue, Policy: p}
+	}
+	rs, err := env.Run(ctx, sh.sched, runs)
+	if err != nil {
+		return nil, err
+	}
+	f.results = rs
+	for _, w := range wires {
+		f.requests = append(f.requests, w.Requests()...)
+	}
+	f.fig = computeFigures(rs, f.requests)
+	return f, nil
+}
+
+// loadAverage returns the machine's load average over the last minute,
+// or "?" where /proc/loadavg cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if fields := strings.Fields(string(b)); len(fields) > 0 {
+		return fields[0]
+	}
+	return "?"
+}
