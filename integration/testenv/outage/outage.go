@@ -181,6 +181,13 @@ type Run struct {
 	// Workers, when above 0, replaces the schedule's Workers for this
 	// run: one controller of a fleet has fewer.
 	Workers int
+	// Stored has each worker write from the object its last call stored
+	// (a PUT alone, as a controller writing from an informer's fresh copy
+	// does), reading it only first and after a Conflict; otherwise each
+	// call reads and then writes. client-go resends a read that met a
+	// reset connection, 1s later, up to 10 times, and no write: a call
+	// that reads first waits in those resends through an outage.
+	Stored bool
 }
 
 // Env is where runs go: a kube-apiserver, or an HA control plane's
@@ -307,9 +314,10 @@ type runner struct {
 	stopCtx, callCtx       context.Context
 	stopCalls, cancelCalls context.CancelFunc
 
-	mu    sync.Mutex
-	back  []bool // per worker: a call that returned after the outage succeeded
-	seq   []int
+	mu     sync.Mutex
+	back   []bool // per worker: a call that returned after the outage succeeded
+	seq    []int
+	stored []*corev1.ConfigMap // per worker: what its last call stored, for Run.Stored
 	after bool // the outage has ended
 }
 
@@ -331,7 +339,7 @@ func (e *Env) newRunner(ctx context.Context, sched Schedule, run Run) (*runner, 
 	r := &runner{
 		sched: sched, run: run, inst: run.Policy.New(), proxy: proxy, wire: &reqcount.Counter{},
 		ns: e.Namespace, prefix: fmt.Sprintf("outage-%d", e.runs.Add(1)),
-		back: make([]bool, sched.Workers), seq: make([]int, sched.Workers),
+		back: make([]bool, sched.Workers), seq: make([]int, sched.Workers), stored: make([]*corev1.ConfigMap, sched.Workers),
 		res: &Result{Caller: run.Caller, Policy: run.Policy.Name, Sched: sched},
 	}
 	r.res.HasBudget = r.inst.Budget != nil
@@ -463,13 +471,19 @@ func (r *runner) call(w int) error {
 	r.mu.Lock()
 	c := Call{Worker: w, Seq: r.seq[w]}
 	r.seq[w]++
+	current := r.stored[w]
 	r.mu.Unlock()
 	var sent atomic.Bool
 	ctx := httptrace.WithClientTrace(r.callCtx, &httptrace.ClientTrace{
 		GetConn: func(string) { sent.Store(true) },
 	})
 	update := func(ctx context.Context) error {
-		_, err := typedUpdate(ctx, r.cms, r.name(w), mutate(c.Seq))
+		cm, err := typedUpdate(ctx, r.cms, r.name(w), current, mutate(c.Seq))
+		if err == nil && r.run.Stored {
+			r.mu.Lock()
+			r.stored[w] = cm
+			r.mu.Unlock()
+		}
 		return err
 	}
 	c.Start = r.since()

@@ -94,13 +94,14 @@ func BudgetPolicy(name string, newBudget func() *retry.Budget) Policy {
 	}}
 }
 
-// typedUpdate is the workers' write: Update with the typed client, on an
-// object named by the caller (no resourceVersion), so each attempt reads
-// and then writes.
-func typedUpdate(ctx context.Context, c corev1client.ConfigMapInterface, name string, mutate func(*corev1.ConfigMap) error) (*corev1.ConfigMap, error) {
+// typedUpdate is the workers' write: Update with the typed client, from
+// current, the object stored last (a PUT, then a read and a PUT after a
+// Conflict), or, when it is nil, on the object named (no resourceVersion),
+// so each attempt reads and then writes.
+func typedUpdate(ctx context.Context, c corev1client.ConfigMapInterface, name string, current *corev1.ConfigMap, mutate func(*corev1.ConfigMap) error) (*corev1.ConfigMap, error) {
 	get := func(ctx context.Context) (*corev1.ConfigMap, error) { return c.Get(ctx, name, metav1.GetOptions{}) }
 	update := func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 		return c.Update(ctx, cm, metav1.UpdateOptions{})
 	}
-	return retry.UpdateOnConflict(ctx, conflictBackoff, nil, get, mutate, update)
+	return retry.UpdateOnConflict(ctx, conflictBackoff, current, get, mutate, update)
 }

@@ -10,10 +10,12 @@
 // (so at most 90, then 50, requests of the fleet's one flow in the
 // level). Each process has its own budget, clientset, transport, dialer
 // and TCP proxy (so a connection of its own); each worker updates a
-// ConfigMap of its own through the typed clientset inside its own loop
-// (OnErrorWithContext(IsTransient), 10 attempts 10ms apart), a failed key
-// back through client-go's workqueue rate limiter, the next call 500ms
-// after a success. After a 2s warm-up and 3s healthy, every proxy resets
+// ConfigMap of its own through the typed clientset from the object it
+// stored last (a PUT alone, a read only after a Conflict: client-go
+// resends a read that met a reset connection 1s later, by itself), inside
+// its own loop (OnErrorWithContext(IsTransient), 10 attempts 10ms
+// apart), a failed key back through client-go's workqueue rate limiter,
+// the next call 500ms after a success. After a 2s warm-up and 3s healthy, every proxy resets
 // its connections and each new one for 5s, then the fleet runs until
 // every worker is back (at least 5s, at most 20s).
 //
@@ -226,7 +228,7 @@ func runFleet(ctx context.Context, env *outage.Env, sh shape, pol policy) (*flee
 	}}
 	runs := make([]outage.Run, sh.processes)
 	for i := range runs {
-		runs[i] = outage.Run{Caller: outage.LoopQueue, Policy: p}
+		runs[i] = outage.Run{Caller: outage.LoopQueue, Policy: p, Stored: true}
 	}
 	rs, err := env.Run(ctx, sh.sched, runs)
 	if err != nil {
