@@ -318,7 +318,7 @@ type runner struct {
 	back   []bool // per worker: a call that returned after the outage succeeded
 	seq    []int
 	stored []*corev1.ConfigMap // per worker: what its last call stored, for Run.Stored
-	after bool // the outage has ended
+	after  bool                // the outage has ended
 }
 
 // shutdownGrace bounds the calls in flight when a run stops.
