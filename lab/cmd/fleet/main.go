@@ -29,11 +29,14 @@
 // when NewBudget() misses a target in a run: requests during the outage
 // at most 0.12x those without a budget, 429s in the 2s after its end at
 // most max(0.25x those without, 5), every worker back within 1.5s of the
-// end, no write lost. --quick runs a small fleet, once (for the tests).
+// end, no write lost; and when the level rejected a request before the
+// outage: the server was saturated while healthy, so the run measured the
+// machine rather than the outage. --quick runs a small fleet, once (for
+// the tests); --processes, --workers and --pace change the fleet.
 //
 // It starts etcd and a kube-apiserver in process, on loopback.
 //
-//	go run ./cmd/fleet [--out DIR] [--runs N] [--quick]
+//	go run ./cmd/fleet [--out DIR] [--runs N] [--quick] [--processes N] [--workers N] [--pace D]
 package main
 
 import (
@@ -124,6 +127,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 	out := flags.String("out", "", "directory for fleet-apiserver.csv (default: the repository's docs/)")
 	runs := flags.Int("runs", full.runs, "runs at each queue length limit")
 	small := flags.Bool("quick", false, "a small fleet, once (for the tests)")
+	processes := flags.Int("processes", full.processes, "processes in the fleet")
+	workers := flags.Int("workers", full.sched.Workers, "workers in each process")
+	pace := flags.Duration("pace", full.sched.Pace, "how long after a success a worker calls again")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -135,12 +141,26 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 		sh = quick
 	}
 	flags.Visit(func(f *flag.Flag) {
-		if f.Name == "runs" {
+		switch f.Name {
+		case "runs":
 			sh.runs = *runs
+		case "processes":
+			sh.processes = *processes
+		case "workers":
+			sh.sched.Workers = *workers
+		case "pace":
+			sh.sched.Pace = *pace
 		}
 	})
-	if sh.runs < 1 || sh.runs > 100 {
+	switch {
+	case sh.runs < 1 || sh.runs > 100:
 		return fmt.Errorf("--runs %d: want 1 to 100", sh.runs)
+	case sh.processes < 1 || sh.processes > 1000:
+		return fmt.Errorf("--processes %d: want 1 to 1000", sh.processes)
+	case sh.sched.Workers < 1 || sh.sched.Workers > 100:
+		return fmt.Errorf("--workers %d: want 1 to 100", sh.sched.Workers)
+	case sh.sched.Pace < 0 || sh.sched.Pace > time.Minute:
+		return fmt.Errorf("--pace %v: want 0 to 1m", sh.sched.Pace)
 	}
 	dir := *out
 	if dir == "" {
@@ -190,8 +210,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 	}
 
 	fmt.Fprintf(stdout, "On %s, API Priority and Fairness on, RBAC; %d processes x %d workers, one service account, "+
-		"its own priority level (%d seats, %d queues, hand %d), a %v outage; load: the 1-minute load average at each run's start\n\n",
-		c.Where, sh.processes, sh.sched.Workers, seats, queues, handSize, sh.sched.Outage)
+		"its own priority level (%d seats, %d queues, hand %d), a %v outage, the next call %v after a success; "+
+		"load: the 1-minute load average at each run's start\n\n",
+		c.Where, sh.processes, sh.sched.Workers, seats, queues, handSize, sh.sched.Outage, sh.sched.Pace)
 	if err := writeTable(stdout, fleets); err != nil {
 		return err
 	}

@@ -129,7 +129,9 @@ func TestVerdicts(t *testing.T) {
 			fleetOf(none, 20, 1000, 100, 3*time.Second), fleetOf(ours, 20, 121, 26, 1501*time.Millisecond),
 			fleetOf(none, 10, 0, 0, -1, "process 3: worker 1: call c00004 returned nil and its key is missing (a lost write)"),
 			fleetOf(ours, 10, 0, 6, -1),
+			{queueLength: 20, run: 2, policy: none, load: "9.50", fig: figures{OutageRequests: 1, AllBack: true, TooManyBefore: 3}},
 		}, want: []string{
+			"queue length 20, run 2, no budget: 3 429s before the outage: the server was saturated while healthy (load 9.50)",
 			"queue length 20, run 1, NewBudget(): 121 requests during the outage, 0.121x",
 			"queue length 20, run 1, NewBudget(): 26 429s",
 			"queue length 20, run 1, NewBudget(): the last worker back 1.501s",

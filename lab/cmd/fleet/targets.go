@@ -20,8 +20,8 @@ const (
 )
 
 // verdicts returns each target the fleets missed, and each harness
-// failure (an outage that did not bite, a write lost under any policy):
-// nothing when every run met them.
+// failure (an outage that did not bite, a 429 before it, a write lost
+// under any policy): nothing when every run met them.
 func verdicts(fleets []*fleet) []string {
 	var missed []string
 	baseline := map[[2]int]*fleet{}
@@ -34,6 +34,10 @@ func verdicts(fleets []*fleet) []string {
 		name := fmt.Sprintf("queue length %d, run %d, %s", f.queueLength, f.run, f.policy.name)
 		for _, p := range f.fig.Problems {
 			missed = append(missed, name+": "+p)
+		}
+		if f.fig.TooManyBefore > 0 {
+			missed = append(missed, fmt.Sprintf("%s: %d 429s before the outage: the server was saturated while healthy (load %s)",
+				name, f.fig.TooManyBefore, f.load))
 		}
 		if f.policy.budget == nil {
 			if f.fig.OutageRequests == 0 {
