@@ -37,7 +37,8 @@ type figures struct {
 	// every process; Probes, the probes among them (the budgets' Stats).
 	OutageRequests int
 	Probes         uint64
-	// TooManyBefore counts the 429s answered before the outage;
+	// TooManyBefore counts the 429s answered in the healthy phase before
+	// the outage (not in the warm-up, whose first calls all go at once);
 	// TooManyAfter, in the afterWindow after its end; TooManyLater, from
 	// its end to the run's end.
 	TooManyBefore, TooManyAfter, TooManyLater int
@@ -75,6 +76,7 @@ func computeFigures(results []*outage.Result, requests []reqcount.Request) figur
 		return f
 	}
 	first := results[0]
+	healthy := first.Begin.Add(first.Bounds[outage.Before])
 	start := first.Begin.Add(first.Bounds[outage.During])
 	end := first.Begin.Add(first.Bounds[outage.After])
 	f.AllBack = true
@@ -121,6 +123,7 @@ func computeFigures(results []*outage.Result, requests []reqcount.Request) figur
 			s.TooMany++
 		}
 		switch {
+		case r.End.Before(healthy):
 		case r.End.Before(start):
 			f.TooManyBefore++
 		case r.End.Before(end):

@@ -29,9 +29,9 @@
 // when NewBudget() misses a target in a run: requests during the outage
 // at most 0.12x those without a budget, 429s in the 2s after its end at
 // most max(0.25x those without, 5), every worker back within 1.5s of the
-// end, no write lost; and when the level rejected a request before the
-// outage: the server was saturated while healthy, so the run measured the
-// machine rather than the outage. --quick runs a small fleet, once (for
+// end, no write lost; and when the level rejected a request in the
+// healthy phase before the outage: the server was saturated, so the run
+// measured the machine rather than the outage. --quick runs a small fleet, once (for
 // the tests); --processes, --workers and --pace change the fleet.
 //
 // It starts etcd and a kube-apiserver in process, on loopback.

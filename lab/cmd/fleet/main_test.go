@@ -48,8 +48,9 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 
 // TestComputeFigures checks a fleet's figures on two made-up processes:
 // the requests and probes of the outage summed, the last worker back,
-// a lost write found, the 429s counted by when they were answered (before
-// the outage, in the 2s after its end, later) and each request and 429
+// a lost write found, the 429s counted by when they were answered (in the
+// healthy phase before the outage, not in the warm-up; in the 2s after its
+// end; later) and each request and 429
 // in its second from the outage's start, a second before it included.
 func TestComputeFigures(t *testing.T) {
 	t.Parallel()
@@ -64,6 +65,7 @@ func TestComputeFigures(t *testing.T) {
 	}, "c00000")
 	b.Data[0]["n"] = "1"
 	requests := []reqcount.Request{
+		{Start: at(0.5), End: at(0.6), Code: 429, RetryAfter: "1"}, // in the warm-up: no second
 		{Start: at(3.5), End: at(3.6), Code: 429, RetryAfter: "1"}, // before: second -1
 		{Start: at(4.0), End: at(4.0), Code: 0},                    // second 0
 		{Start: at(9.0), End: at(9.1), Code: 429, RetryAfter: "2"}, // 2s after, second 5
@@ -131,7 +133,7 @@ func TestVerdicts(t *testing.T) {
 			fleetOf(ours, 10, 0, 6, -1),
 			{queueLength: 20, run: 2, policy: none, load: "9.50", fig: figures{OutageRequests: 1, AllBack: true, TooManyBefore: 3}},
 		}, want: []string{
-			"queue length 20, run 2, no budget: 3 429s before the outage: the server was saturated while healthy (load 9.50)",
+			"queue length 20, run 2, no budget: 3 429s in the healthy phase before the outage: the server was saturated (load 9.50)",
 			"queue length 20, run 1, NewBudget(): 121 requests during the outage, 0.121x",
 			"queue length 20, run 1, NewBudget(): 26 429s",
 			"queue length 20, run 1, NewBudget(): the last worker back 1.501s",

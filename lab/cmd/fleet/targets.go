@@ -36,7 +36,7 @@ func verdicts(fleets []*fleet) []string {
 			missed = append(missed, name+": "+p)
 		}
 		if f.fig.TooManyBefore > 0 {
-			missed = append(missed, fmt.Sprintf("%s: %d 429s before the outage: the server was saturated while healthy (load %s)",
+			missed = append(missed, fmt.Sprintf("%s: %d 429s in the healthy phase before the outage: the server was saturated (load %s)",
 				name, f.fig.TooManyBefore, f.load))
 		}
 		if f.policy.budget == nil {
