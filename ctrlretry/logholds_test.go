@@ -41,30 +41,45 @@ func TestLogHolds(t *testing.T) {
 	onHold := ctrlretry.LogHolds(log.logger())
 	since := time.Now().Add(-1500 * time.Millisecond)
 	failure := errors.New("the server answered 503 Service Unavailable")
+	latest := errors.New("read tcp 127.0.0.1:5->127.0.0.1:6: read: connection reset by peer")
 	onHold(retry.HoldEvent{Scope: "writes of secrets", Since: since, Err: failure})
+	onHold(retry.HoldEvent{Scope: "writes of secrets", Since: since, Err: latest, Probes: 3, Waited: 5})
 	onHold(retry.HoldEvent{Scope: "writes of secrets", Ended: true, Since: since, Err: failure, Probes: 4, Waited: 7})
 
 	lines := log.all()
-	if len(lines) != 2 {
-		t.Fatalf("%d lines, want 2: %q", len(lines), lines)
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3: %q", len(lines), lines)
 	}
 	want := `"level"=0 "msg"="retry budget holds requests" "scope"="writes of secrets" "error"="the server answered 503 Service Unavailable"`
 	if lines[0] != want {
 		t.Errorf("start line\n %s\nwant\n %s", lines[0], want)
 	}
-	prefix := `"level"=0 "msg"="retry budget released requests" "scope"="writes of secrets" "held"="`
-	rest, ok := strings.CutPrefix(lines[1], prefix)
-	if !ok {
-		t.Fatalf("end line\n %s\nwant it to start\n %s", lines[1], prefix)
+	rest := heldFrom(t, lines[1], `"level"=0 "msg"="retry budget still holds requests" "scope"="writes of secrets" "held"="`, since, 1500*time.Millisecond)
+	if want := ` "probes"=3 "waited"=5 "error"="` + latest.Error() + `"`; rest != want {
+		t.Errorf("reminder line ends %q, want %q", rest, want)
 	}
-	held, rest, _ := strings.Cut(rest, `"`)
-	d, err := time.ParseDuration(held)
-	if err != nil || d < 1500*time.Millisecond || d > time.Minute {
-		t.Errorf("held %q (%v, %v): want the time since Since, at least 1.5s", held, d, err)
-	}
+	rest = heldFrom(t, lines[2], `"level"=0 "msg"="retry budget released requests" "scope"="writes of secrets" "held"="`, since, 1500*time.Millisecond)
 	if want := ` "probes"=4 "waited"=7`; rest != want {
 		t.Errorf("end line ends %q, want %q", rest, want)
 	}
+}
+
+// heldFrom checks that line starts with prefix and then a held duration
+// from least (the time since since when the line was written, at least)
+// to the time since since now, and returns the rest of the line after the
+// duration's closing quote.
+func heldFrom(t *testing.T, line, prefix string, since time.Time, least time.Duration) string {
+	t.Helper()
+	rest, ok := strings.CutPrefix(line, prefix)
+	if !ok {
+		t.Fatalf("line\n %s\nwant it to start\n %s", line, prefix)
+	}
+	held, rest, _ := strings.Cut(rest, `"`)
+	d, err := time.ParseDuration(held)
+	if most := time.Since(since); err != nil || d < least || d > most {
+		t.Errorf("held %q (%v, %v): want the time since Since, from %v to %v", held, d, err, least, most)
+	}
+	return rest
 }
 
 // A Budget's events, logged: one start, then one end, for its one scope.
