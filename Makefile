@@ -5,7 +5,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline operator cover bench bench-check bench-wait fuzz
 
 ## check: lint, the root module's tests, the ctrlretry module, the
 ## integration tests (CI runs make ci: this, lab and compat-edges)
@@ -92,6 +92,17 @@ outages:
 ## what fails as no budget, or holds what did not fail)
 timeline:
 	cd lab && $(GO) run ./cmd/timeline $(TIMELINE_ARGS)
+
+## operator: a controller-runtime manager with the README's setup, in a
+## process of its own, through outages shorter and longer than its
+## RenewDeadline, idle and busy, with and without a budget, on an
+## in-process apiserver: its log lines, requests, leadership, requeues,
+## counters and recovery per run (the figures docs/metrics.md,
+## docs/budget.md and docs/controller-runtime.md quote; about 5 minutes
+## warm; fails when NewBudget() sends as many requests as no budget, or
+## a short outage costs the leadership)
+operator:
+	cd lab && $(GO) run ./cmd/operator $(OPERATOR_ARGS)
 
 ## cover: test coverage of the root module
 cover:
