@@ -99,3 +99,36 @@ func TestLogHoldsOnBudget(t *testing.T) {
 		t.Fatalf("lines %q, want a start and an end of scope \"\" with 1 probe", lines)
 	}
 }
+
+// A Budget's reminder, logged: a hold whose probes fail for 10s on the
+// Budget's Clock gets a reminder line, with the probes so far and the
+// latest failure, between its start and its end.
+func TestLogHoldsReminderOnBudget(t *testing.T) {
+	var log lineLog
+	b, clk := heldBudget(t, ctrlretry.LogHolds(log.logger()))
+	once := retry.Backoff{Steps: 1}
+	for k := 1; k <= 10; k++ {
+		clk.Step(time.Second) // past the next probe's time, whatever its draw
+		failure := fmt.Errorf("probe %d: %w", k, errors.New("connection reset by peer"))
+		if err := retry.OnErrorWithContext(context.Background(), once, retry.IsTransient,
+			func(context.Context) error { return failure }, retry.WithBudget(b)); !errors.Is(err, failure) {
+			t.Fatalf("probe %d returned %v, want its failure", k, err)
+		}
+	}
+	clk.Step(time.Second)
+	if err := retry.OnErrorWithContext(context.Background(), once, retry.IsTransient,
+		func(context.Context) error { return nil }, retry.WithBudget(b)); err != nil {
+		t.Fatal(err)
+	}
+	lines := log.all()
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want a start, a reminder and an end: %q", len(lines), lines)
+	}
+	if !strings.Contains(lines[1], `"msg"="retry budget still holds requests" "scope"="" "held"=`) ||
+		!strings.HasSuffix(lines[1], `"probes"=10 "waited"=0 "error"="probe 10: connection reset by peer"`) {
+		t.Errorf("reminder line %q: want scope \"\", 10 probes and the latest failure", lines[1])
+	}
+	if !strings.Contains(lines[2], `"msg"="retry budget released requests"`) {
+		t.Errorf("last line %q, want the end", lines[2])
+	}
+}
