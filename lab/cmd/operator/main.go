@@ -17,8 +17,9 @@
 //
 // The manager reaches an in-process kube-apiserver through a TCP proxy;
 // an outage resets every connection and each new one at once. Each run
-// is a load (idle: nothing to reconcile; busy: 8 objects, each changed
-// once a second by this command, each change a write), a policy (no
+// is a load (idle: nothing to reconcile; busy: 8 objects, each
+// reconciled again 1s after each reconcile that succeeded, each reconcile
+// a write), a policy (no
 // budget, NewBudget()) and an outage shorter or longer than the
 // RenewDeadline (8s, 13s). After the outage this command creates one
 // more object and times its copy. Each run prints its log lines during
@@ -128,7 +129,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 	r := &runner{c: c, sh: sh, self: self, dir: dir, p: p}
 
 	fmt.Fprintf(stdout, "On %s; a controller-runtime manager in a process of its own, leader election on (%v), "+
-		"zap JSON logs, /metrics scraped every %v; a busy manager has %d objects, each changed every %v; "+
+		"zap JSON logs, /metrics scraped every %v; a busy manager has %d objects, each reconciled again %v after a success (a write each time); "+
 		"an outage resets every connection at a proxy in front of the server\n",
 		c.Where, sh.leader, sh.scrape, sh.objects, sh.period)
 	var outcomes []*outcome

@@ -136,3 +136,11 @@ func TestKindOf(t *testing.T) {
 		}
 	}
 }
+
+func TestCutStacktrace(t *testing.T) {
+	in := `{"level":"error","msg":"Reconciler error","error":"x \"y\"","stacktrace":"a.b\n\t/x.go:1 \"q\""}`
+	want := `{"level":"error","msg":"Reconciler error","error":"x \"y\"","stacktrace":"..."}`
+	if got := cutStacktrace(in); got != want {
+		t.Errorf("cutStacktrace = %s, want %s", got, want)
+	}
+}

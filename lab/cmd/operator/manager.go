@@ -56,6 +56,7 @@ func managerMain(args []string) int {
 	leaseDuration := flags.Duration("lease-duration", 15*time.Second, "leader election's LeaseDuration")
 	renewDeadline := flags.Duration("renew-deadline", 10*time.Second, "leader election's RenewDeadline")
 	retryPeriod := flags.Duration("retry-period", 2*time.Second, "leader election's RetryPeriod")
+	period := flags.Duration("period", time.Second, "each object is reconciled again this long after a reconcile that succeeded")
 	if err := flags.Parse(args); err != nil {
 		return 2
 	}
@@ -84,7 +85,7 @@ func managerMain(args []string) int {
 		log.Error(err, "new manager")
 		return 1
 	}
-	r := &copyReconciler{Client: mgr.GetClient(), errs: newErrorCounter()}
+	r := &copyReconciler{Client: mgr.GetClient(), period: *period, errs: newErrorCounter()}
 	metrics.Registry.MustRegister(r.errs)
 	if err := r.SetupWithManager(mgr); err != nil {
 		log.Error(err, "new controller")
@@ -110,11 +111,14 @@ func setupManager(cfg *rest.Config, withBudget bool, opts ctrl.Options) (ctrl.Ma
 }
 
 // copyReconciler keeps, for each ConfigMap labelled workLabel, a
-// ConfigMap named NAME-out holding its data key n, written with
-// ctrlretry.CreateOrUpdate; it returns ctrlretry.Result's verdict.
+// ConfigMap named NAME-out holding its data key n and the time of the
+// reconcile that wrote it (so that each reconcile writes), written with
+// ctrlretry.CreateOrUpdate; it reconciles each object again period after
+// a success, and returns ctrlretry.Result's verdict on an error.
 type copyReconciler struct {
 	client.Client
-	errs *prometheus.CounterVec
+	period time.Duration
+	errs   *prometheus.CounterVec
 }
 
 func (r *copyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -124,13 +128,14 @@ func (r *copyReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	}
 	out := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: work.Namespace, Name: work.Name + "-out"}}
 	_, err := ctrlretry.CreateOrUpdate(ctx, r.Client, out, func() error {
-		out.Data = map[string]string{dataKey: work.Data[dataKey]}
+		out.Data = map[string]string{dataKey: work.Data[dataKey], "reconciled": time.Now().Format(time.RFC3339Nano)}
 		return controllerutil.SetControllerReference(&work, out, r.Scheme())
 	})
 	if err != nil {
 		r.errs.WithLabelValues(errorKind(err)).Inc()
+		return ctrlretry.Result(err)
 	}
-	return ctrlretry.Result(err)
+	return reconcile.Result{RequeueAfter: r.period}, nil
 }
 
 func (r *copyReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -203,8 +208,9 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // managerArgs returns the manager's command line.
-func managerArgs(ns string, withBudget bool, metricsAddr, lease string, le leaderTiming) []string {
+func managerArgs(ns string, withBudget bool, metricsAddr, lease string, le leaderTiming, period time.Duration) []string {
 	return []string{
+		"--period", period.String(),
 		"--namespace", ns,
 		"--budget=" + strconv.FormatBool(withBudget),
 		"--metrics-bind-address", metricsAddr,

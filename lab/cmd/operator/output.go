@@ -35,7 +35,7 @@ func kindOf(text string) (kind string, isZap bool) {
 		return z.Msg, true
 	}
 	if m := klogLine.FindStringSubmatch(text); m != nil {
-		msg := m[2]
+		msg := strings.TrimPrefix(m[2], `"`)
 		if i := strings.IndexAny(msg, ":\""); i > 0 {
 			msg = msg[:i]
 		}
@@ -277,11 +277,14 @@ func (o *outcome) print(w io.Writer) {
 			fmt.Fprintf(w, "    %+6.2fs %s\n", l.at.Sub(o.start).Seconds(), l.text)
 		}
 	}
-	if l, ok := firstAfter(o.lines, "Reconciler error", o.start); ok && l.at.Before(o.end) {
-		fmt.Fprintf(w, "  a \"Reconciler error\" line during the outage:\n    %s\n", l.text)
+	if l, ok := reconcilerError(between(o.lines, o.start, o.end)); ok {
+		fmt.Fprintf(w, "  a \"Reconciler error\" line during the outage (its stacktrace cut):\n    %s\n", cutStacktrace(l.text))
 	}
 	if o.exitedDuring() {
-		fmt.Fprintf(w, "  the manager's last lines:\n%s", lastLines(o.lines, 4))
+		fmt.Fprint(w, "  the manager's last lines (their stacktraces cut):\n")
+		for _, l := range o.lines[max(0, len(o.lines)-4):] {
+			fmt.Fprintf(w, "    %+6.2fs %s\n", l.at.Sub(o.start).Seconds(), cutStacktrace(l.text))
+		}
 	}
 }
 
@@ -356,4 +359,31 @@ func verdicts(outcomes []*outcome, le leaderTiming) []string {
 		}
 	}
 	return missed
+}
+
+// reconcilerError returns a "Reconciler error" line of lines, one whose
+// error names a hold's probe when there is one.
+func reconcilerError(lines []line) (line, bool) {
+	var first line
+	found := false
+	for _, l := range lines {
+		if kind, _ := kindOf(l.text); kind != "Reconciler error" {
+			continue
+		}
+		if strings.Contains(l.text, "retry: probe of") {
+			return l, true
+		}
+		if !found {
+			first, found = l, true
+		}
+	}
+	return first, found
+}
+
+// stacktrace matches zap's stacktrace field.
+var stacktrace = regexp.MustCompile(`"stacktrace":"(?:[^"\\]|\\.)*"`)
+
+// cutStacktrace replaces the value of a zap line's stacktrace with "...".
+func cutStacktrace(text string) string {
+	return stacktrace.ReplaceAllString(text, `"stacktrace":"..."`)
 }

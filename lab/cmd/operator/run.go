@@ -11,14 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -177,7 +175,7 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 	})
 
 	lease := "operator-lab"
-	cmd := exec.Command(r.self, managerArgs(ns.Name, s.budget, port, lease, r.sh.leader)...)
+	cmd := exec.Command(r.self, managerArgs(ns.Name, s.budget, port, lease, r.sh.leader, r.sh.period)...)
 	cmd.Env = append(os.Environ(), managerEnv+"=1", "KUBECONFIG="+kubeconfig)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -244,23 +242,6 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 	}
 	r.p.Line("%v: the manager leads", s)
 
-	// The load: each work object changed once per period, in turn.
-	if workers > 0 {
-		bg.Go(func() {
-			tick := time.NewTicker(r.sh.period / time.Duration(workers))
-			defer tick.Stop()
-			for n := 1; ; n++ {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-tick.C:
-				}
-				name := fmt.Sprintf("work-%02d", n%workers)
-				patch := fmt.Sprintf(`{"data":{%q:%q}}`, dataKey, strconv.Itoa(n))
-				_, _ = cms.Patch(runCtx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-			}
-		})
-	}
 	// The scrapes, until the run ends.
 	bg.Go(func() {
 		tick := time.NewTicker(r.sh.scrape)
