@@ -9,7 +9,8 @@
 // election on (a Lease in its namespace, client-go's defaults:
 // LeaseDuration 15s, RenewDeadline 10s, RetryPeriod 2s);
 // controller-runtime's default logger, zap.New() (JSON on standard
-// error, where client-go's klog lines go too); its metrics served over
+// error; client-go's leader election logs through it, and any klog line
+// is read from there too); its metrics served over
 // HTTP and scraped every 250ms by this command. Its one controller copies
 // each labelled ConfigMap's data into a ConfigMap of its own with
 // ctrlretry.CreateOrUpdate and returns ctrlretry.Result. A counter below
