@@ -230,31 +230,6 @@ func (b *Budget) probePanicked(probe uint64) {
 	b.holds.probePanicked(probe, b.time(), b.timing())
 }
 
-// loopBudget is what a loop knows of the Budget given to it with
-// [WithBudget]; *Budget is the one implementation.
-type loopBudget interface {
-	// admit charges the loop's first attempt. On a Budget not on the wire
-	// it may wait during a hold until ctx ends (a loop that cannot wait is
-	// refused at once instead), or let the attempt go as the probe, whose
-	// id it returns.
-	admit(ctx context.Context, canWait bool) (probe uint64, err error)
-	// withdraw charges a retry; false when the budget refuses it.
-	// afterTransient tells a retry that follows a transient failure, last
-	// (the previous attempt's error).
-	withdraw(afterTransient bool, last error) bool
-	// observe takes the outcome of an attempt that returned err: the first
-	// (first), the probe (probe > 0), or a retry.
-	observe(first bool, probe uint64, out outcome, err error)
-	// probePanicked frees the slot of the probe whose attempt panicked, as
-	// a failed probe's.
-	probePanicked(probe uint64)
-	// onWire reports whether the budget charges requests on the wire, so
-	// that the loop marks its attempts' contexts for WrapTransport.
-	onWire() bool
-}
-
-var _ loopBudget = (*Budget)(nil)
-
 // loopScope is the scope of a loop's attempts: every loop together on a
 // Budget not on the wire; none on the wire, where the requests have
 // theirs.
@@ -265,10 +240,19 @@ func (b *Budget) loopScope() scope {
 	return scope{kind: loopsScope}
 }
 
+// The loops' side: a loop given WithBudget(b) holds b (nil for none) and
+// calls these methods.
+
+// admit charges a loop's first attempt. On a Budget not on the wire it may
+// wait during a hold until ctx ends (a loop that cannot wait is refused at
+// once instead), or let the attempt go as the probe, whose id it returns.
 func (b *Budget) admit(ctx context.Context, canWait bool) (uint64, error) {
 	return b.admitFirst(ctx, canWait, b.loopScope(), scope{}, false)
 }
 
+// withdraw charges a loop's retry; false when the budget refuses it.
+// afterTransient tells a retry that follows a transient failure, last (the
+// previous attempt's error).
 func (b *Budget) withdraw(afterTransient bool, last error) bool {
 	var failed scope
 	if afterTransient {
@@ -278,6 +262,8 @@ func (b *Budget) withdraw(afterTransient bool, last error) bool {
 	return ok
 }
 
+// observe takes the outcome of a loop's attempt that returned err: the
+// first (first), the probe (probe > 0), or a retry.
 func (b *Budget) observe(first bool, probe uint64, out outcome, err error) {
 	// A probe's slot is freed even when WrapTransport was called since.
 	s := b.loopScope()
@@ -289,6 +275,8 @@ func (b *Budget) observe(first bool, probe uint64, out outcome, err error) {
 	b.observeScopes(first, probe, observation{scope: s, out: out, cause: failure{err: err}}, observation{})
 }
 
+// onWire reports whether the budget charges requests on the wire, so that
+// a loop marks its attempts' contexts for WrapTransport.
 func (b *Budget) onWire() bool { return b.wire.Load() != nil }
 
 func (b *Budget) limits() windowLimits {

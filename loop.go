@@ -58,10 +58,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			return err
 		}
 	}
-	var budget loopBudget
-	if o.budget != nil {
-		budget = o.budget
-	}
+	budget := o.budget       // nil: none
 	done := ctx.Done()       // nil: ctx is never done, and has no deadline
 	given := b               // the backoff as given, for o.contention's bounds
 	var waited time.Duration // the base of the last wait, for o.contention
@@ -166,7 +163,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 // attempt's requests) or when the previous attempt failed transiently (a
 // transport then charges its requests as retries). Unmarked, it costs
 // nothing.
-func attemptContext(ctx context.Context, budget loopBudget, afterTransient bool) context.Context {
+func attemptContext(ctx context.Context, budget *Budget, afterTransient bool) context.Context {
 	own := budget
 	if own != nil && !own.onWire() {
 		own = nil
@@ -194,7 +191,7 @@ func (o *options) timedAttempt(ctx context.Context, fn attemptFunc, retriable fu
 
 // probe makes the attempt as the budget's probe: if fn panics, the
 // probe's slot is freed as a failed probe's, and the panic goes on.
-func (o *options) probe(budget loopBudget, id uint64, ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
+func (o *options) probe(budget *Budget, id uint64, ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
 	ended := false
 	defer func() {
 		if !ended {
