@@ -290,7 +290,7 @@ func TestHoldEventsConcurrent(t *testing.T) {
 			}
 			var rt http.RoundTripper
 			if onWire {
-				rt = b.WrapTransport(roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				rt = b.WrapTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
 					var i int
 					_, _ = fmt.Sscanf(req.URL.Path, "/api/v1/namespaces/default/res%d/x", &i)
 					status := http.StatusOK
@@ -368,10 +368,6 @@ func TestHoldEventsConcurrent(t *testing.T) {
 		})
 	}
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // TestHeldNil: a nil Budget holds nothing.
 func TestHeldNil(t *testing.T) {
