@@ -217,10 +217,11 @@ func docOf(t *testing.T, f *ast.File, name string) string {
 	return ""
 }
 
-// probeTimes returns, for a hold of timing t whose every probe fails, the
-// intervals between its probes and their times after its start, for the
-// probes that go before until.
-func probeTimes(t holdTiming, until time.Duration) (intervals, times []time.Duration) {
+// probeTimes returns, for a hold of Hold hold whose every probe fails and
+// whose every draw of Rand is r, the waits before its probes and their
+// times after its start, for the probes that go before until.
+func probeTimes(hold time.Duration, r float64, until time.Duration) (waits, times []time.Duration) {
+	t := newHoldTiming(hold, func() float64 { return r })
 	start := time.Unix(0, 0)
 	var h scopeHold
 	h.start(start, t)
@@ -228,9 +229,9 @@ func probeTimes(t holdTiming, until time.Duration) (intervals, times []time.Dura
 	for id := uint64(1); ; id++ {
 		now := h.wake()
 		if now.Sub(start) >= until || !h.letProbe(now, id, t) {
-			return intervals, times
+			return waits, times
 		}
-		intervals = append(intervals, now.Sub(prev))
+		waits = append(waits, now.Sub(prev))
 		times = append(times, now.Sub(start))
 		prev = now
 		h.probeEnded(id, true, t)
@@ -238,7 +239,7 @@ func probeTimes(t holdTiming, until time.Duration) (intervals, times []time.Dura
 }
 
 // seconds writes ds as the guide does: "0.1, 0.2, 0.4".
-func seconds(ds []time.Duration) string {
+func seconds(ds ...time.Duration) string {
 	s := make([]string, len(ds))
 	for i, d := range ds {
 		s[i] = strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
@@ -247,26 +248,45 @@ func seconds(ds []time.Duration) string {
 }
 
 // TestGuideNumbers: the numbers docs/budget.md and the doc comments of
-// Budget.Hold and NewBudget give are the code's: the failures that start
-// a hold and their span, the probe interval's cap, the tables' sizes, the
-// window's sub-windows, NewBudget's fields and probe schedule.
+// Budget.Hold, Budget.OnHold and NewBudget give are the code's: the
+// failures that start a hold and their span, the probe interval's cap,
+// NewBudget's fields and probe waits (whole, halved, on average), the
+// reminders' times, the tables' sizes, the window's sub-windows.
 func TestGuideNumbers(t *testing.T) {
 	t.Parallel()
 	guide, err := os.ReadFile("docs/budget.md")
 	require.NoError(t, err)
 	_, files := parsedPackage(t)
 	holdDoc := docOf(t, files["budget.go"], "Budget.Hold")
+	onHoldDoc := docOf(t, files["budget.go"], "Budget.OnHold")
 	newDoc := docOf(t, files["budget.go"], "NewBudget")
 
 	// What the code says, written as the texts write it.
 	const ms = time.Millisecond
-	spanTimes := newHoldTiming(ms).span / ms        // 10 x Hold
-	capTimes := newHoldTiming(ms).maxInterval / ms  // 5 x Hold ...
-	capLimit := newHoldTiming(999 * ms).maxInterval // ... or 1s, whichever is less
+	whole := func() float64 { return 1 }
+	spanTimes := newHoldTiming(ms, whole).span / ms       // 10 x Hold
+	capTimes := newHoldTiming(ms, whole).maxInterval / ms // 5 x Hold ...
+	capLimit := newHoldTiming(999*ms, whole).maxInterval  // ... or 1s, whichever is less
 	require.Less(t, capLimit, 5*999*ms, "the cap must bind at a Hold of 999ms for the check below")
 	nb := NewBudget()
-	intervals, times := probeTimes(newHoldTiming(nb.Hold), 5*time.Second)
-	require.Greater(t, len(intervals), 4)
+	const outage = 5 * time.Second
+	waits, times := probeTimes(nb.Hold, 1, outage) // whole intervals
+	halves, halfTimes := probeTimes(nb.Hold, 0, outage)
+	_, meanTimes := probeTimes(nb.Hold, 0.5, outage)
+	require.Greater(t, len(waits), 4)
+	var apart []string // "0.05-0.1": from half to all of each of the first four intervals
+	for i := range 4 {
+		apart = append(apart, seconds(halves[i])+"-"+seconds(waits[i]))
+	}
+	var gaps, reminders []string // the reminders' waits after the first, and their times
+	at, gap := remindFirst, 2*remindFirst
+	for range 5 {
+		reminders = append(reminders, strconv.Itoa(int(at.Seconds())))
+		if gap < remindMax {
+			gaps = append(gaps, strconv.Itoa(int(gap.Seconds()))+" s")
+		}
+		at, gap = at+gap, min(2*gap, remindMax)
+	}
 	n := strconv.Itoa
 	words := map[int]string{10: "ten"}
 
@@ -281,19 +301,26 @@ func TestGuideNumbers(t *testing.T) {
 		{string(guide), `up to (\d+) x Hold or (\d+) s, whichever is less`,
 			[]string{n(int(capTimes)), n(int(capLimit.Seconds()))}},
 		{string(guide), `\*\*The probe cap, (\d+) x Hold \(([\d.]+) s\)\.\*\*`,
-			[]string{n(int(capTimes)), seconds([]time.Duration{newHoldTiming(nb.Hold).maxInterval})}},
+			[]string{n(int(capTimes)), seconds(newHoldTiming(nb.Hold, whole).maxInterval)}},
 		{string(guide), `at most (\d+) of them`, []string{n(maxScopes)}},
 		{string(guide), `The table is full only when (\d+) scopes`, []string{n(maxScopes)}},
 		{string(guide), `(\d+) sets of (\d+) entries`, []string{n(resendSets), n(resendWays)}},
 		{string(guide), `kept in (\w+) sub-windows of Window/(\d+)`, []string{words[windowSlots], n(windowSlots)}},
 		{string(guide), "`NewBudget\\(\\)` is `Ratio ([\\d.]+), MinPerSecond ([\\d.]+), Window (\\w+), Hold (\\w+)`",
 			[]string{fmtFloat(nb.Ratio), fmtFloat(nb.MinPerSecond), nb.Window.String(), nb.Hold.String()}},
-		{string(guide), `the intervals are ([\d., ]+), then ([\d.]+) s: probes go ([\d., ]+) \.\.\. s after the hold started, (\d+) in a 5 s outage`,
-			[]string{seconds(intervals[:3]), seconds(intervals[3:4]), seconds(times[:6]), n(len(times))}},
+		{string(guide), `the intervals are ([\d., ]+), then ([\d.]+) s, so the probes go ([\d.-]+), then ([\d.-]+), ([\d.-]+) and ([\d.-]+) s apart: (\d+) to (\d+) in a 5 s outage whose start starts the hold \((\d+) for the whole intervals, about (\d+) on average\)`,
+			append(append([]string{seconds(waits[:3]...), seconds(waits[3])}, apart...),
+				n(len(times)), n(len(halfTimes)), n(len(times)), n(len(meanTimes)))},
+		{string(guide), `\*\*Hold 100ms\.\*\* The first probe goes (\d+) to (\d+) ms after the hold starts`,
+			[]string{n(int(halves[0] / ms)), n(int(waits[0] / ms))}},
+		{string(guide), `A reminder comes with a failed probe (\d+) s after the start, then after waits doubling, ([\d s,]+), up to every (\d+) minutes \(at ([\d, ]+) s \.\.\.\)`,
+			[]string{n(int(remindFirst.Seconds())), strings.Join(gaps, ", "), n(int(remindMax.Minutes())), strings.Join(reminders, ", ")}},
 		{holdDoc, `(\d+) first attempts of it fail transiently within (\d+) x Hold`, []string{n(holdFailures), n(int(spanTimes))}},
-		{holdDoc, `up to (\d+) x Hold or (\d+)s, whichever is less`, []string{n(int(capTimes)), n(int(capLimit.Seconds()))}},
-		{newDoc, `Ratio ([\d.]+), MinPerSecond ([\d.]+), Window (\w+) and Hold (\w+) \(so its probes go ([\d., ]+), then every ([\d.]+)s\)`,
-			[]string{fmtFloat(nb.Ratio), fmtFloat(nb.MinPerSecond), nb.Window.String(), nb.Hold.String(), seconds(intervals[:3]), seconds(intervals[3:4])}},
+		{holdDoc, `doubles up to (\d+) x Hold or (\d+)s, whichever is less`, []string{n(int(capTimes)), n(int(capLimit.Seconds()))}},
+		{onHoldDoc, `failed probe (\d+)s after the start, then after waits doubling up to (\d+) minutes`,
+			[]string{n(int(remindFirst.Seconds())), n(int(remindMax.Minutes()))}},
+		{newDoc, `Ratio ([\d.]+), MinPerSecond ([\d.]+), Window (\w+) and Hold (\w+) \(so its probes wait from half to all of ([\d., ]+), then ([\d.]+)s each\)`,
+			[]string{fmtFloat(nb.Ratio), fmtFloat(nb.MinPerSecond), nb.Window.String(), nb.Hold.String(), seconds(waits[:3]...), seconds(waits[3])}},
 	}
 	for _, tt := range tests {
 		text := strings.Join(strings.Fields(tt.text), " ") // a sentence may span lines
