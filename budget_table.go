@@ -23,13 +23,13 @@ type holdTable struct {
 	held, probes, refused uint64 // since the first use
 }
 
-// admit lets a first attempt of the given scopes go (second's kind is
+// wait lets a first attempt of the given scopes go (second's kind is
 // noScope when it has but one). While one of them is held it waits, the
 // first held one's hold first, until that hold ends, until it may go as
-// that scope's probe (then it returns the probe's id, for observe), or
+// that scope's probe (then it returns the probe's id, for record), or
 // until ctx ends. An attempt that cannot wait (a loop whose fn takes no
 // context) is refused at once.
-func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
+func (t *holdTable) wait(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
 	waited := false
 	var waitedFor *scopeHold
 	for {
@@ -134,14 +134,14 @@ type observation struct {
 	cause failure
 }
 
-// observe takes what an attempt said about its scopes: a first attempt
+// record records what an attempt said about its scopes: a first attempt
 // (first) or a retry, sent as the probe id (0: not a probe). A success
 // ends a scope's hold and forgets the scope; a probe that did not succeed
 // frees its slot, and doubles the interval when it failed (a reminder may
 // then be due); a transient failure counts against the scope, a first
 // attempt's may start its hold, and a 429's Retry-After holds the next
 // probe back. It returns the events it made, to be delivered.
-func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) (ch holdChanges) {
+func (t *holdTable) record(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) (ch holdChanges) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range obs {
@@ -234,9 +234,9 @@ func (t *holdTable) counts() (held, probes, refused uint64) {
 	return t.held, t.probes, t.refused
 }
 
-// probePanicked frees the slot of probe id, whose attempt panicked: a
+// failProbe frees the slot of probe id, whose attempt panicked: a
 // failed probe of its scope.
-func (t *holdTable) probePanicked(id uint64, ts timeSource, timing holdTiming) {
+func (t *holdTable) failProbe(id uint64, ts timeSource, timing holdTiming) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, h := range t.scopes {

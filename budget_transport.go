@@ -85,9 +85,9 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 
 	var probe uint64
 	if retry {
-		err = t.admitRetry(req, server, resource, charged, resent, cause)
+		err = t.chargeWireRetry(req, server, resource, charged, resent, cause)
 	} else {
-		probe, err = b.admitFirst(ctx, true, server, resource, charged)
+		probe, err = b.admit(ctx, true, server, resource, charged)
 	}
 	if err != nil {
 		closeBody(req)
@@ -107,7 +107,7 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 	if !again {
 		t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
 		if probe != 0 && err != nil && onServer == failedTransiently {
-			err = b.probeError(probe, server, resource, err)
+			err = b.nameProbeError(probe, server, resource, err)
 		}
 	}
 	observed := false
@@ -116,18 +116,18 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 			_ = resp.Body.Close()
 		}
 	}()
-	b.observeScopes(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
+	b.observe(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
 	observed = true
 	return resp, again, err
 }
 
-// admitRetry refuses a retry whose server or resource is held; else it
+// chargeWireRetry refuses a retry whose server or resource is held; else it
 // withdraws the retry from the budget (unless a loop charged it). When the
 // budget refuses a client-go resend, the hold starts of the scope whose
 // failure it follows (resent: its kind); a loop's later attempt (resent:
 // noScope) starts none, as the wire does not know which scope its previous
 // attempt failed.
-func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind, cause failure) error {
+func (t *budgetTransport) chargeWireRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind, cause failure) error {
 	failed := resource
 	if resent == serverScope || failed.kind == noScope {
 		failed = server

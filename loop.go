@@ -73,7 +73,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		var probe uint64 // the first attempt's, when a hold lets it go as the probe
 		if attempt == 1 && budget != nil {
 			var err error
-			if probe, err = budget.admit(ctx, fn.plain == nil); err != nil {
+			if probe, err = budget.admitLoop(ctx, fn.plain == nil); err != nil {
 				return o.done(0, err, false)
 			}
 		}
@@ -102,10 +102,10 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			out = budgetRefused
 		}
 		if budget != nil {
-			budget.observe(attempt == 1, probe, out, err)
+			budget.observeLoop(attempt == 1, probe, out, err)
 		}
 		if o.contention != nil {
-			o.contention.observe(&given, waited, err, retry)
+			o.contention.learn(&given, waited, err, retry)
 		}
 		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)
@@ -141,7 +141,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 				return o.done(attempt, cerr, false)
 			}
 		}
-		if !final && budget != nil && !budget.withdraw(afterTransient, err) {
+		if !final && budget != nil && !budget.chargeLoopRetry(afterTransient, err) {
 			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
 		}
 		if o.onRetry != nil {
