@@ -1,13 +1,9 @@
 package retry
 
 import (
-	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // HoldEvent describes one scope's hold: its start, or its end, as
@@ -200,83 +196,4 @@ func (v *holdEvents) delivered(mu *sync.Mutex, h *scopeHold, kind eventKind) {
 		mu.Unlock()
 		close(h.ended)
 	}
-}
-
-// failure is a transient failure, kept as it came until a hold that it
-// starts needs it as an error: a request's error, or an HTTP answer's
-// status (code 0: none); for a 429, the Retry-After it asked for at at (0:
-// none).
-type failure struct {
-	err        error
-	code       int
-	status     string
-	retryAfter time.Duration
-	at         time.Time
-}
-
-// error returns the failure as HoldEvent.Err: nil for none.
-func (f failure) error() error {
-	switch {
-	case f.code != 0:
-		return &statusError{code: f.code, status: f.status, retryAfter: f.retryAfter}
-	case f.err != nil && f.retryAfter > 0:
-		return &retryAfterError{err: f.err, retryAfter: f.retryAfter}
-	}
-	return f.err
-}
-
-// answerFailure is the failure of an HTTP answer resp, received at now.
-func answerFailure(resp *http.Response, now time.Time) failure {
-	f := failure{code: resp.StatusCode, status: resp.Status}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := ResponseRetryAfter(resp, now); ok {
-			f.retryAfter, f.at = d, now
-		}
-	}
-	return f
-}
-
-// errFailure is the failure of an attempt that returned err at now: a
-// 429's keeps the delay that the API error suggests.
-func errFailure(err error, now time.Time) failure {
-	f := failure{err: err}
-	if apierrors.IsTooManyRequests(err) {
-		if d, ok := RetryAfter(err); ok {
-			f.retryAfter, f.at = d, now
-		}
-	}
-	return f
-}
-
-// statusError is the failure of an HTTP answer, for HoldEvent.Err.
-type statusError struct {
-	code       int
-	status     string // as net/http gives it: "503 Service Unavailable"; "" to make
-	retryAfter time.Duration
-}
-
-func (e *statusError) Error() string {
-	status := e.status
-	if status == "" {
-		status = strconv.Itoa(e.code) + " " + http.StatusText(e.code)
-	}
-	return "retry: the server answered " + status + retryAfterText(e.retryAfter)
-}
-
-// retryAfterError is an attempt's 429 with the Retry-After it asked for,
-// for HoldEvent.Err.
-type retryAfterError struct {
-	err        error
-	retryAfter time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() + retryAfterText(e.retryAfter) }
-
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-func retryAfterText(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	return " (Retry-After " + d.String() + ")"
 }

@@ -1,12 +1,8 @@
 package retry
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // WrapTransport returns an http.RoundTripper that charges each request
@@ -149,19 +145,6 @@ func (t *budgetTransport) chargeWireRetry(req *http.Request, server, resource sc
 	return &wireRefusal{scope: failed}
 }
 
-// resentAfter returns the kind of the scope whose failure client-go resends
-// a request after (resends): its server's when the server failed, else its
-// resource's; noScope when client-go does not resend it.
-func resentAfter(resends bool, server outcome) scopeKind {
-	switch {
-	case !resends:
-		return noScope
-	case server == failedTransiently:
-		return serverScope
-	}
-	return resourceScope
-}
-
 // send passes req to rt; a probe's slot is freed, as a failed probe's, if
 // rt panics.
 func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response, error) {
@@ -177,58 +160,6 @@ func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response,
 	resp, err := t.rt.RoundTrip(req)
 	ended = true
 	return resp, err
-}
-
-// wireOutcome judges a round trip for the request's server and its
-// resource: no HTTP response and a 429 are failures of the server, a 5xx
-// (not 501) of the resource, or of the server when the path names no
-// resource; any other response answers both (a 5xx to a request with a
-// resource still answers its server). A context that ended the request,
-// or a Budget's refusal below, says nothing. resends reports whether
-// client-go sends req again itself after it (rest.Request's request and
-// Watch, through withRetry.IsNextRetry).
-func wireOutcome(req *http.Request, resp *http.Response, err error, hasResource bool) (server, resource outcome, resends bool) {
-	if err != nil {
-		switch {
-		case errors.Is(err, ErrBudgetExhausted):
-			return budgetRefused, budgetRefused, false
-		case req.Context().Err() != nil:
-			return unanswered, unanswered, false
-		case req.Method != http.MethodGet:
-			return failedTransiently, unanswered, false
-		case isWatch(req.URL):
-			return failedTransiently, unanswered, utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err)
-		}
-		return failedTransiently, unanswered, utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)
-	}
-	switch c := resp.StatusCode; {
-	case c == http.StatusTooManyRequests:
-		server, resource = failedTransiently, unanswered
-	case c >= 500 && c != http.StatusNotImplemented:
-		server, resource = answered, failedTransiently
-		if !hasResource {
-			server = failedTransiently
-		}
-	default:
-		return answered, answered, false
-	}
-	// client-go resends a 429 or 5xx whose Retry-After strconv.Atoi reads,
-	// unless the request's body is a stream it cannot send twice.
-	if streamedBody(req) {
-		return server, resource, false
-	}
-	if h := resp.Header.Get("Retry-After"); h != "" {
-		_, aerr := strconv.Atoi(h)
-		return server, resource, aerr == nil
-	}
-	return server, resource, false
-}
-
-// streamedBody reports whether req's body cannot be read again: client-go
-// resends no request built from an io.Reader (its Body(io.Reader)), and
-// net/http sets GetBody for the byte slices client-go otherwise sends.
-func streamedBody(req *http.Request) bool {
-	return req.Body != nil && req.Body != http.NoBody && req.GetBody == nil
 }
 
 func closeBody(req *http.Request) {

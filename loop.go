@@ -91,16 +91,8 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		default:
 			retry, err = fn.call(actx, retriable)
 		}
-		out := answered
-		switch {
-		case err == nil:
-		case timedOut: // an attempt that ran out of its own time failed transiently
-			out = failedTransiently
-		case budget != nil || retry && fn.plain == nil:
-			out = judge(err) // for the budget, and the next attempt's mark
-		case retry && errors.Is(err, ErrBudgetExhausted):
-			out = budgetRefused
-		}
+		// judged for the budget, and for the next attempt's mark
+		out := attemptOutcome(err, timedOut, retry, budget != nil || retry && fn.plain == nil)
 		if budget != nil {
 			budget.observeLoop(attempt == 1, probe, out, err)
 		}
