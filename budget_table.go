@@ -12,13 +12,14 @@ const maxScopes = 512
 // holdTable keeps the holds of a Budget's scopes: only the scopes that
 // failed since their last success, at most maxScopes of them. Its lock
 // guards the table, every scopeHold in it or in events, the probes' ids
-// and the counters.
+// and the counters. The methods here drive the holds; those that record
+// and deliver their events are in budget_events.go.
 type holdTable struct {
 	mu     sync.Mutex
 	scopes map[scope]*scopeHold
 	lastID uint64 // the latest probe's id; ids are never 0
 
-	events holdEvents
+	events holdEvents // the events' delivery (budget_events.go)
 
 	held, probes, refused uint64 // since the first use
 }
@@ -52,7 +53,7 @@ func (t *holdTable) wait(ctx context.Context, canWait bool, ts timeSource, timin
 		if h.letProbe(now, t.lastID+1, timing) {
 			t.lastID++
 			t.probes++
-			h.probes++
+			h.report.probes++
 			id := t.lastID
 			t.mu.Unlock()
 			return id, nil
@@ -63,7 +64,7 @@ func (t *holdTable) wait(ctx context.Context, canWait bool, ts timeSource, timin
 		}
 		if waitedFor != h {
 			waitedFor = h
-			h.waited++
+			h.report.waited++
 		}
 		wake, released := h.wake(), h.released
 		t.mu.Unlock()
@@ -117,10 +118,10 @@ func (t *holdTable) start(s scope, now time.Time, timing holdTiming, cause failu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.failing(s, now, timing, &ch)
-	h.lastFailure, h.latest = now, cause
+	h.lastFailure, h.report.latest = now, cause
 	if !h.on {
 		h.start(now, timing)
-		t.events.began(h, now, cause, &ch)
+		t.began(h, now, cause, &ch)
 	}
 	h.throttled(cause.at, cause.retryAfter, timing)
 	return ch
@@ -152,7 +153,7 @@ func (t *holdTable) record(first bool, probe uint64, ts timeSource, timing holdT
 		switch {
 		case o.out == answered:
 			if h != nil {
-				t.events.end(h, &ch)
+				t.endHold(h, &ch)
 				delete(t.scopes, o.scope)
 			}
 		case o.out == failedTransiently:
@@ -160,14 +161,14 @@ func (t *holdTable) record(first bool, probe uint64, ts timeSource, timing holdT
 			if h == nil {
 				h = t.failing(o.scope, now, timing, &ch)
 			}
-			h.lastFailure, h.latest = now, o.cause
+			h.lastFailure, h.report.latest = now, o.cause
 			switch {
 			case probe != 0 && h.probe == probe:
 				h.probeEnded(probe, true, timing)
-				t.events.remind(h, now, &ch)
+				t.remind(h, now, &ch)
 			case first && !h.on:
 				if h.failedFirst(now, timing); h.on {
-					t.events.began(h, now, o.cause, &ch)
+					t.began(h, now, o.cause, &ch)
 				}
 			}
 			h.throttled(o.cause.at, o.cause.retryAfter, timing)
@@ -203,7 +204,7 @@ func (t *holdTable) failing(s scope, now time.Time, timing holdTiming, ch *holdC
 			}
 		}
 		if len(t.scopes) >= maxScopes {
-			t.events.end(oldestHold, ch)
+			t.endHold(oldestHold, ch)
 			delete(t.scopes, oldest)
 		}
 	}
@@ -220,7 +221,7 @@ func (t *holdTable) probeHeld(id uint64, first, second scope, ts timeSource) (s 
 	defer t.mu.Unlock()
 	for _, probed := range [2]scope{first, second} {
 		if h := t.scopes[probed]; h != nil && h.on && h.lastProbe == id {
-			return h.key, ts.holdClock().Since(h.since), true
+			return h.key, ts.holdClock().Since(h.report.since), true
 		}
 	}
 	return scope{}, 0, false
@@ -245,17 +246,4 @@ func (t *holdTable) failProbe(id uint64, ts timeSource, timing holdTiming) {
 			h.probeEnded(id, true, timing)
 		}
 	}
-}
-
-// heldEvents returns a HoldEvent for each hold listed, oldest first.
-func (t *holdTable) heldEvents() []HoldEvent {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.events.list()
-}
-
-// deliver delivers the events of the holds that ch lists, outside the
-// lock; see holdEvents.deliver.
-func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges) {
-	t.events.deliver(&t.mu, onHold, ch, 0)
 }
