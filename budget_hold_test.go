@@ -3,7 +3,8 @@ package retry_test
 // The hold of a Budget not on the wire, as its loops meet it: what starts
 // it, what waits and what is refused meanwhile, what ends it. Its probes'
 // schedule: budget_probe_test.go; the holds per scope on the wire:
-// budget_scope_test.go; scopeHold's own: budget_hold_internal_test.go.
+// budget_scope_test.go; scopeHold's own (its drawn waits too):
+// budget_hold_internal_test.go; its events: budget_events_test.go.
 
 import (
 	"context"
