@@ -5,21 +5,22 @@ import (
 	"time"
 )
 
-// HoldEvent describes one scope's hold: its start, or its end, as
-// [Budget].OnHold receives it; [Budget.Held] lists the holds on as
-// HoldEvents. See docs/budget.md.
+// HoldEvent describes one scope's hold: its start, a reminder that it
+// lasts, or its end, as [Budget].OnHold receives it; [Budget.Held] lists
+// the holds on as HoldEvents. See docs/budget.md.
 type HoldEvent struct {
 	// Scope is the scope as the budget's errors name it ("writes of
 	// secrets", "https://HOST:PORT"); "" for a Budget not on the wire.
 	Scope string
-	// Ended is false when the hold started (or, from Held, is on), true
-	// when it ended.
+	// Ended is false when the hold started or lasts (a reminder, or from
+	// Held), true when it ended.
 	Ended bool
 	// Since is when the hold started, on the Budget's Clock.
 	Since time.Time
 	// Err is the failure that started the hold (a refused retry's: the
-	// failure it followed); for an HTTP answer, an error naming its status
-	// ("retry: the server answered 503 Service Unavailable").
+	// failure it followed); in a reminder and from Held, the latest. For an
+	// HTTP answer it is an error naming its status ("retry: the server
+	// answered 503 Service Unavailable", a 429's with its Retry-After).
 	Err error
 	// Probes counts the probes sent during this hold so far.
 	Probes int
