@@ -28,6 +28,13 @@ type HoldEvent struct {
 	Waited int
 }
 
+// The reminders of a hold: the first remindFirst after its start, then at
+// intervals doubling up to remindMax.
+const (
+	remindFirst = 10 * time.Second
+	remindMax   = 2 * time.Minute
+)
+
 // eventKind is what a HoldEvent tells of its hold.
 type eventKind uint8
 

@@ -7,13 +7,6 @@ import "time"
 // hold.
 const holdFailures = 3
 
-// The reminders of a hold: the first remindFirst after its start, then at
-// intervals doubling up to remindMax.
-const (
-	remindFirst = 10 * time.Second
-	remindMax   = 2 * time.Minute
-)
-
 // holdTiming is what a Budget's Hold and Rand say to a scope's hold.
 type holdTiming struct {
 	hold        time.Duration // the first probe interval
