@@ -185,7 +185,9 @@ func (b *Budget) Held() []HoldEvent {
 // through these methods only, and nothing else touches the window or the
 // table of holds. Each verb has one meaning throughout the package: admit
 // lets a first attempt go, chargeRetry charges a retry, observe takes what
-// an attempt said about its scopes.
+// an attempt said about its scopes. The parts below have their own: the
+// window deposits and withdraws, the hold table passes, records and fails
+// a probe.
 
 // admit lets a first attempt of the scopes s1 and s2 (of kind
 // noScope: none) go, once neither is held, or as the probe of the one
@@ -194,7 +196,7 @@ func (b *Budget) Held() []HoldEvent {
 // the attempt unless a loop charged it.
 func (b *Budget) admit(ctx context.Context, canWait bool, s1, s2 scope, charged bool) (probe uint64, err error) {
 	if b.Hold > 0 && (s1.kind != noScope || s2.kind != noScope) {
-		if probe, err = b.holds.wait(ctx, canWait, b.time(), b.timing(), s1, s2); err != nil {
+		if probe, err = b.holds.pass(ctx, canWait, b.time(), b.timing(), s1, s2); err != nil {
 			return 0, err
 		}
 	}

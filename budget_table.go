@@ -24,13 +24,13 @@ type holdTable struct {
 	held, probes, refused uint64 // since the first use
 }
 
-// wait lets a first attempt of the given scopes go (second's kind is
+// pass lets a first attempt of the given scopes go (second's kind is
 // noScope when it has but one). While one of them is held it waits, the
 // first held one's hold first, until that hold ends, until it may go as
 // that scope's probe (then it returns the probe's id, for record), or
 // until ctx ends. An attempt that cannot wait (a loop whose fn takes no
 // context) is refused at once.
-func (t *holdTable) wait(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
+func (t *holdTable) pass(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
 	waited := false
 	var waitedFor *scopeHold
 	for {

@@ -117,7 +117,7 @@ func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 	clk.Step(50 * time.Millisecond)
 	failThrice(&table, clk, timing, server)
 
-	_, err := table.wait(context.Background(), false, ts, timing, server, resource)
+	_, err := table.pass(context.Background(), false, ts, timing, server, resource)
 	var held *heldError
 	if !errors.As(err, &held) || held.scope != server || !errors.Is(err, ErrBudgetExhausted) ||
 		err.Error() != "retry: retry budget exhausted: https://h:6443 is held, and a call without a context cannot wait" {
@@ -128,7 +128,7 @@ func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 	clk.Step(50 * time.Millisecond)
 	got := make(chan uint64, 1)
 	go func() {
-		probe, _ := table.wait(context.Background(), true, ts, timing, server, resource)
+		probe, _ := table.pass(context.Background(), true, ts, timing, server, resource)
 		got <- probe
 	}()
 	for !clk.HasWaiters() {
