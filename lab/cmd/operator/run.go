@@ -111,11 +111,11 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 		}
 	}()
 	cms := r.c.Client.CoreV1().ConfigMaps(ns.Name)
-	workers := 0
+	objects := 0
 	if s.busy {
-		workers = r.sh.objects
+		objects = r.sh.objects
 	}
-	for i := range workers {
+	for i := range objects {
 		if _, err := cms.Create(ctx, workObject(fmt.Sprintf("work-%02d", i)), metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create work object: %w", err)
 		}
@@ -233,7 +233,7 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		return len(o.writes) >= workers
+		return len(o.writes) >= objects
 	}); err != nil {
 		mu.Lock()
 		tail := lastLines(o.lines, 10)
