@@ -42,7 +42,8 @@ func TestLogHolds(t *testing.T) {
 	since := time.Now().Add(-1500 * time.Millisecond)
 	failure := errors.New("the server answered 503 Service Unavailable")
 	latest := errors.New("read tcp 127.0.0.1:5->127.0.0.1:6: read: connection reset by peer")
-	onHold(retry.HoldEvent{Scope: "writes of secrets", Since: since, Err: failure})
+	// A start delivered after its first probe went still logs as a start.
+	onHold(retry.HoldEvent{Scope: "writes of secrets", Since: since, Err: failure, Probes: 1})
 	onHold(retry.HoldEvent{Scope: "writes of secrets", Since: since, Err: latest, Probes: 3, Waited: 5})
 	onHold(retry.HoldEvent{Scope: "writes of secrets", Ended: true, Since: since, Err: failure, Probes: 4, Waited: 7})
 
