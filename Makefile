@@ -5,7 +5,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline fleet cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline fleet operator cover bench bench-check bench-wait fuzz
 
 ## check: lint, the root module's tests, the ctrlretry module, the
 ## integration tests (CI runs make ci: this, lab and compat-edges)
@@ -97,12 +97,24 @@ timeline:
 ## its own APF priority level of 10 seats (queues of 20, then of 10), through a
 ## 5s outage behind resetting proxies, on an in-process apiserver with APF and
 ## RBAC: no budget, NewBudget() with Rand fixed near 1 (unjittered), then
-## NewBudget() in every process, 3 runs at each queue length; prints the table and the requests and 429s per second, writes
-## docs/fleet-apiserver.csv (FLEET_ARGS="--out DIR", "--runs N"; about 4
-## minutes a run warm on an idle machine; fails when NewBudget() misses a
-## target or a write is lost)
+## NewBudget() in every process, 3 runs at each queue length; prints the table
+## and the requests and 429s per second, writes docs/fleet-apiserver.csv
+## (FLEET_ARGS="--out DIR", "--runs N", "--processes N", "--workers N",
+## "--pace D"; about 14 minutes; fails when NewBudget() misses a target, a
+## write is lost, or the level rejects a request while healthy)
 fleet:
 	cd lab && $(GO) run ./cmd/fleet $(FLEET_ARGS)
+
+## operator: a controller-runtime manager with the README's setup, in a
+## process of its own, through outages shorter and longer than its
+## RenewDeadline, idle and busy, with and without a budget, on an
+## in-process apiserver: its log lines, requests, leadership, requeues,
+## counters and recovery per run (the figures docs/metrics.md,
+## docs/budget.md and docs/controller-runtime.md quote; about 5 minutes
+## warm; fails when NewBudget() sends as many requests as no budget, or
+## a short outage costs the leadership)
+operator:
+	cd lab && $(GO) run ./cmd/operator $(OPERATOR_ARGS)
 
 ## cover: test coverage of the root module
 cover:

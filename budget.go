@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -182,16 +183,20 @@ func (b *Budget) Held() []HoldEvent {
 
 // The Budget's core: the loops and the wire admit, charge and observe
 // through these methods only, and nothing else touches the window or the
-// table of holds.
+// table of holds. Each verb has one meaning throughout the package: admit
+// lets a first attempt go, chargeRetry charges a retry, observe takes what
+// an attempt said about its scopes. The parts below have their own: the
+// window deposits and withdraws, the hold table passes, records and fails
+// a probe.
 
-// admitFirst lets a first attempt of the scopes s1 and s2 (of kind
+// admit lets a first attempt of the scopes s1 and s2 (of kind
 // noScope: none) go, once neither is held, or as the probe of the one
 // held (then it returns the probe's id, for observe): it waits meanwhile,
 // until ctx ends, or is refused at once when it cannot wait. It deposits
 // the attempt unless a loop charged it.
-func (b *Budget) admitFirst(ctx context.Context, canWait bool, s1, s2 scope, charged bool) (probe uint64, err error) {
+func (b *Budget) admit(ctx context.Context, canWait bool, s1, s2 scope, charged bool) (probe uint64, err error) {
 	if b.Hold > 0 && (s1.kind != noScope || s2.kind != noScope) {
-		if probe, err = b.holds.admit(ctx, canWait, b.time(), b.timing(), s1, s2); err != nil {
+		if probe, err = b.holds.pass(ctx, canWait, b.time(), b.timing(), s1, s2); err != nil {
 			return 0, err
 		}
 	}
@@ -223,14 +228,14 @@ func (b *Budget) chargeRetry(s1, s2 scope, charged bool, failed scope, cause fai
 	return scope{}, false, false
 }
 
-// observeScopes takes what an attempt, a first one (first) or not, sent
+// observe takes what an attempt, a first one (first) or not, sent
 // as probe (0: not a probe), said about its scopes, and delivers the
 // events of the holds that it started or ended.
-func (b *Budget) observeScopes(first bool, probe uint64, o1, o2 observation) {
+func (b *Budget) observe(first bool, probe uint64, o1, o2 observation) {
 	if b.Hold <= 0 {
 		return
 	}
-	if ch := b.holds.observe(first, probe, b.time(), b.timing(), o1, o2); ch.n > 0 {
+	if ch := b.holds.record(first, probe, b.time(), b.timing(), o1, o2); ch.n > 0 {
 		b.holds.deliver(b.OnHold, ch)
 	}
 }
@@ -238,33 +243,23 @@ func (b *Budget) observeScopes(first bool, probe uint64, o1, o2 observation) {
 // probePanicked frees the slot of probe, whose attempt or request
 // panicked, as a failed probe's.
 func (b *Budget) probePanicked(probe uint64) {
-	b.holds.probePanicked(probe, b.time(), b.timing())
+	b.holds.failProbe(probe, b.time(), b.timing())
 }
 
-// loopBudget is what a loop knows of the Budget given to it with
-// [WithBudget]; *Budget is the one implementation.
-type loopBudget interface {
-	// admit charges the loop's first attempt. On a Budget not on the wire
-	// it may wait during a hold until ctx ends (a loop that cannot wait is
-	// refused at once instead), or let the attempt go as the probe, whose
-	// id it returns.
-	admit(ctx context.Context, canWait bool) (probe uint64, err error)
-	// withdraw charges a retry; false when the budget refuses it.
-	// afterTransient tells a retry that follows a transient failure, last
-	// (the previous attempt's error).
-	withdraw(afterTransient bool, last error) bool
-	// observe takes the outcome of an attempt that returned err: the first
-	// (first), the probe (probe > 0), or a retry.
-	observe(first bool, probe uint64, out outcome, err error)
-	// probePanicked frees the slot of the probe whose attempt panicked, as
-	// a failed probe's.
-	probePanicked(probe uint64)
-	// onWire reports whether the budget charges requests on the wire, so
-	// that the loop marks its attempts' contexts for WrapTransport.
-	onWire() bool
+// nameProbeError returns the error of probe, which failed with err, an error
+// of the transport: err named with the scope probed and how long it has
+// been held (see probeError), or err when the hold ended meanwhile, and a
+// bare io.EOF or io.ErrUnexpectedEOF as it is (client-go compares those,
+// not their text).
+func (b *Budget) nameProbeError(probe uint64, s1, s2 scope, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return err
+	}
+	if s, held, ok := b.holds.probeHeld(probe, s1, s2, b.time()); ok {
+		return &probeError{scope: s, held: held, err: err}
+	}
+	return err
 }
-
-var _ loopBudget = (*Budget)(nil)
 
 // loopScope is the scope of a loop's attempts: every loop together on a
 // Budget not on the wire; none on the wire, where the requests have
@@ -276,24 +271,33 @@ func (b *Budget) loopScope() scope {
 	return scope{kind: loopsScope}
 }
 
-func (b *Budget) admit(ctx context.Context, canWait bool) (uint64, error) {
-	return b.admitFirst(ctx, canWait, b.loopScope(), scope{}, false)
+// The loops' side: a loop given WithBudget(b) holds b (nil for none) and
+// calls these methods.
+
+// admitLoop admits a loop's first attempt (see admit). On a Budget not
+// on the wire it may wait during a hold until ctx ends (a loop that cannot
+// wait is refused at once instead), or let the attempt go as the probe,
+// whose id it returns.
+func (b *Budget) admitLoop(ctx context.Context, canWait bool) (uint64, error) {
+	return b.admit(ctx, canWait, b.loopScope(), scope{}, false)
 }
 
-func (b *Budget) withdraw(afterTransient bool, last error) bool {
+// chargeLoopRetry charges a loop's retry (see chargeRetry); false when
+// the budget refuses it. afterTransient tells a retry that follows a
+// transient failure, last (the previous attempt's error).
+func (b *Budget) chargeLoopRetry(afterTransient bool, last error) bool {
 	var failed scope
-	if afterTransient {
-		failed = b.loopScope()
-	}
 	var cause failure
 	if afterTransient {
-		cause = errFailure(last, b.time().holdClock().Now())
+		failed, cause = b.loopScope(), errFailure(last, b.time().holdClock().Now())
 	}
 	_, _, ok := b.chargeRetry(scope{}, scope{}, false, failed, cause)
 	return ok
 }
 
-func (b *Budget) observe(first bool, probe uint64, out outcome, err error) {
+// observeLoop observes a loop's attempt that returned err, judged out (see
+// observe): the first (first), the probe (probe > 0), or a retry.
+func (b *Budget) observeLoop(first bool, probe uint64, out outcome, err error) {
 	// A probe's slot is freed even when WrapTransport was called since.
 	s := b.loopScope()
 	if probe != 0 {
@@ -305,9 +309,11 @@ func (b *Budget) observe(first bool, probe uint64, out outcome, err error) {
 	if out == failedTransiently {
 		cause = errFailure(err, b.time().holdClock().Now())
 	}
-	b.observeScopes(first, probe, observation{scope: s, out: out, cause: cause}, observation{})
+	b.observe(first, probe, observation{scope: s, out: out, cause: cause}, observation{})
 }
 
+// onWire reports whether the budget charges requests on the wire, so that
+// a loop marks its attempts' contexts for WrapTransport.
 func (b *Budget) onWire() bool { return b.wire.Load() != nil }
 
 func (b *Budget) limits() windowLimits {

@@ -1,36 +1,39 @@
 package retry
 
 import (
-	"net/http"
 	"slices"
-	"strconv"
-	"sync"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// HoldEvent describes one scope's hold: its start, or its end, as
-// [Budget].OnHold receives it; [Budget.Held] lists the holds on as
-// HoldEvents. See docs/budget.md.
+// HoldEvent describes one scope's hold: its start, a reminder that it
+// lasts, or its end, as [Budget].OnHold receives it; [Budget.Held] lists
+// the holds on as HoldEvents. See docs/budget.md.
 type HoldEvent struct {
 	// Scope is the scope as the budget's errors name it ("writes of
 	// secrets", "https://HOST:PORT"); "" for a Budget not on the wire.
 	Scope string
-	// Ended is false when the hold started (or, from Held, is on), true
-	// when it ended.
+	// Ended is false when the hold started or lasts (a reminder, or from
+	// Held), true when it ended.
 	Ended bool
 	// Since is when the hold started, on the Budget's Clock.
 	Since time.Time
 	// Err is the failure that started the hold (a refused retry's: the
-	// failure it followed); for an HTTP answer, an error naming its status
-	// ("retry: the server answered 503 Service Unavailable").
+	// failure it followed); in a reminder and from Held, the latest. For an
+	// HTTP answer it is an error naming its status ("retry: the server
+	// answered 503 Service Unavailable", a 429's with its Retry-After).
 	Err error
 	// Probes counts the probes sent during this hold so far.
 	Probes int
 	// Waited counts the first attempts that waited for this hold so far.
 	Waited int
 }
+
+// The reminders of a hold: the first remindFirst after its start, then at
+// intervals doubling up to remindMax.
+const (
+	remindFirst = 10 * time.Second
+	remindMax   = 2 * time.Minute
+)
 
 // eventKind is what a HoldEvent tells of its hold.
 type eventKind uint8
@@ -41,18 +44,33 @@ const (
 	holdEnded
 )
 
-// event is h's HoldEvent of the given kind: a start's and an end's Err is
-// the failure that started the hold, a reminder's the latest. Called with
-// the table's lock held.
-func (h *scopeHold) event(kind eventKind) HoldEvent {
-	e := HoldEvent{Ended: kind == holdEnded, Since: h.since, Err: h.cause, Probes: h.probes, Waited: h.waited}
+// holdReport is what a scope's hold keeps for its events: what they tell,
+// and where their delivery stands. The holdTable's lock guards it; the
+// hold's state machine (scopeHold) neither reads nor writes it.
+type holdReport struct {
+	since          time.Time     // when the hold started
+	cause          error         // the failure that started it
+	latest         failure       // the latest failure (Held's and a reminder's Err)
+	remindAt       time.Time     // when the next reminder is due
+	remindGap      time.Duration // the wait before the one after it
+	reminding      chan struct{} // closed once the latest reminder is delivered; nil: none yet
+	probes, waited int           // probes sent and first attempts that waited during it
+	shown          bool          // listed by Held: its start delivered, its end not yet
+	started, ended chan struct{} // closed once the start's, the end's event is delivered
+}
+
+// event is the HoldEvent of kind of the hold of scope s that r reports: a
+// start's and an end's Err is the failure that started the hold, a
+// reminder's the latest. Called with the table's lock held.
+func (r *holdReport) event(s scope, kind eventKind) HoldEvent {
+	e := HoldEvent{Ended: kind == holdEnded, Since: r.since, Err: r.cause, Probes: r.probes, Waited: r.waited}
 	if kind == holdReminded {
-		if latest := h.latest.error(); latest != nil {
+		if latest := r.latest.error(); latest != nil {
 			e.Err = latest
 		}
 	}
-	if h.key.kind != loopsScope {
-		e.Scope = h.key.String()
+	if s.kind != loopsScope {
+		e.Scope = s.String()
 	}
 	return e
 }
@@ -61,21 +79,22 @@ func (h *scopeHold) event(kind eventKind) HoldEvent {
 // whose start was delivered and whose end was not (shown, in the order of
 // their starts: Held lists them), and per scope the hold whose end is not
 // yet delivered, which the scope's next start waits for. The holdTable's
-// lock guards it.
+// lock guards it; the delivery methods below are the table's.
 type holdEvents struct {
 	shown  []*scopeHold
 	ending map[scope]*scopeHold
 }
 
-// list returns the events of the holds shown, oldest first. Called with
-// the table's lock held.
-func (v *holdEvents) list() []HoldEvent {
-	if len(v.shown) == 0 {
+// heldEvents returns a HoldEvent for each hold shown, oldest first.
+func (t *holdTable) heldEvents() []HoldEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.events.shown) == 0 {
 		return nil
 	}
-	events := make([]HoldEvent, len(v.shown))
-	for i, h := range v.shown {
-		events[i] = h.event(holdReminded)
+	events := make([]HoldEvent, len(t.events.shown))
+	for i, h := range t.events.shown {
+		events[i] = h.report.event(h.key, holdReminded)
 	}
 	// shown is in the order the starts were delivered; Since orders them.
 	slices.SortStableFunc(events, func(a, b HoldEvent) int { return a.Since.Compare(b.Since) })
@@ -100,13 +119,14 @@ func (c *holdChanges) add(h *scopeHold, kind eventKind, after chan struct{}) {
 
 // began records in ch that h's hold, just started (h.start), started at
 // now after cause. Called with the table's lock held.
-func (v *holdEvents) began(h *scopeHold, now time.Time, cause failure, ch *holdChanges) {
-	h.since, h.cause, h.latest = now, cause.error(), cause
-	h.remindAt, h.remindGap, h.reminding = now.Add(remindFirst), 2*remindFirst, nil
-	h.started, h.ended = make(chan struct{}), make(chan struct{})
+func (t *holdTable) began(h *scopeHold, now time.Time, cause failure, ch *holdChanges) {
+	r := &h.report
+	r.since, r.cause, r.latest = now, cause.error(), cause
+	r.remindAt, r.remindGap, r.reminding = now.Add(remindFirst), 2*remindFirst, nil
+	r.started, r.ended = make(chan struct{}), make(chan struct{})
 	var after chan struct{}
-	if prev := v.ending[h.key]; prev != nil {
-		after = prev.ended
+	if prev := t.events.ending[h.key]; prev != nil {
+		after = prev.report.ended
 	}
 	ch.add(h, holdStarted, after)
 }
@@ -114,68 +134,75 @@ func (v *holdEvents) began(h *scopeHold, now time.Time, cause failure, ch *holdC
 // remind records in ch a reminder of h's hold, at now, when one is due
 // and the one before it is delivered, and sets when the next is due.
 // Called with the table's lock held.
-func (v *holdEvents) remind(h *scopeHold, now time.Time, ch *holdChanges) {
-	if !h.on || now.Before(h.remindAt) {
+func (t *holdTable) remind(h *scopeHold, now time.Time, ch *holdChanges) {
+	r := &h.report
+	if !h.on || now.Before(r.remindAt) {
 		return
 	}
-	if r := h.reminding; r != nil {
+	if prev := r.reminding; prev != nil {
 		select {
-		case <-r:
+		case <-prev:
 		default:
 			return
 		}
 	}
-	h.reminding = make(chan struct{})
-	h.remindAt, h.remindGap = now.Add(h.remindGap), min(2*h.remindGap, remindMax)
+	r.reminding = make(chan struct{})
+	r.remindAt, r.remindGap = now.Add(r.remindGap), min(2*r.remindGap, remindMax)
 	ch.add(h, holdReminded, nil)
 }
 
-// end ends h's hold, if on, and records it in ch. Called with the table's
-// lock held.
-func (v *holdEvents) end(h *scopeHold, ch *holdChanges) {
+// endHold ends h's hold, if on, and records it in ch. Called with the
+// table's lock held.
+func (t *holdTable) endHold(h *scopeHold, ch *holdChanges) {
 	if !h.on {
 		return
 	}
 	h.end()
-	if v.ending == nil {
-		v.ending = make(map[scope]*scopeHold)
+	if t.events.ending == nil {
+		t.events.ending = make(map[scope]*scopeHold)
 	}
-	v.ending[h.key] = h
-	ch.add(h, holdEnded, h.reminding)
+	t.events.ending[h.key] = h
+	ch.add(h, holdEnded, h.report.reminding)
 }
 
-// deliver delivers the events of ch from its i-th on, in order, outside
-// mu (the table's lock, which guards v): each to onHold (nil: none),
+// deliver delivers the events of ch, in order, outside the table's lock;
+// see deliverFrom.
+func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges) {
+	t.deliverFrom(onHold, ch, 0)
+}
+
+// deliverFrom delivers the events of ch from its i-th on, in order,
+// outside the table's lock: each to onHold (nil: none),
 // after the scope's event before it was delivered, so that a scope's
 // events come one at a time: each hold's start, its reminders, its end. A
 // panic in onHold goes on once the remaining events are delivered: no
 // scope's events stop.
-func (v *holdEvents) deliver(mu *sync.Mutex, onHold func(HoldEvent), ch holdChanges, i int) {
+func (t *holdTable) deliverFrom(onHold func(HoldEvent), ch holdChanges, i int) {
 	if i >= ch.n {
 		return
 	}
-	defer v.deliver(mu, onHold, ch, i+1)
+	defer t.deliverFrom(onHold, ch, i+1)
 	h, kind := ch.holds[i], ch.kinds[i]
 	if kind != holdStarted {
-		<-h.started
+		<-h.report.started
 	}
 	if after := ch.after[i]; after != nil {
 		<-after
 	}
-	defer v.delivered(mu, h, kind)
-	mu.Lock()
+	defer t.delivered(h, kind)
+	t.mu.Lock()
 	switch kind {
 	case holdStarted:
-		h.shown = true
-		v.shown = append(v.shown, h)
+		h.report.shown = true
+		t.events.shown = append(t.events.shown, h)
 	case holdEnded:
-		h.shown = false
-		if i := slices.Index(v.shown, h); i >= 0 {
-			v.shown = slices.Delete(v.shown, i, i+1)
+		h.report.shown = false
+		if i := slices.Index(t.events.shown, h); i >= 0 {
+			t.events.shown = slices.Delete(t.events.shown, i, i+1)
 		}
 	}
-	e := h.event(kind)
-	mu.Unlock()
+	e := h.report.event(h.key, kind)
+	t.mu.Unlock()
 	if onHold != nil {
 		onHold(e)
 	}
@@ -183,100 +210,21 @@ func (v *holdEvents) deliver(mu *sync.Mutex, onHold func(HoldEvent), ch holdChan
 
 // delivered marks h's event of kind delivered (or its OnHold call
 // panicked), so that the scope's next event may go.
-func (v *holdEvents) delivered(mu *sync.Mutex, h *scopeHold, kind eventKind) {
+func (t *holdTable) delivered(h *scopeHold, kind eventKind) {
 	switch kind {
 	case holdStarted:
-		close(h.started)
+		close(h.report.started)
 	case holdReminded:
-		mu.Lock()
-		r := h.reminding
-		mu.Unlock()
+		t.mu.Lock()
+		r := h.report.reminding
+		t.mu.Unlock()
 		close(r)
 	case holdEnded:
-		mu.Lock()
-		if v.ending[h.key] == h {
-			delete(v.ending, h.key)
+		t.mu.Lock()
+		if t.events.ending[h.key] == h {
+			delete(t.events.ending, h.key)
 		}
-		mu.Unlock()
-		close(h.ended)
+		t.mu.Unlock()
+		close(h.report.ended)
 	}
-}
-
-// failure is a transient failure, kept as it came until a hold that it
-// starts needs it as an error: a request's error, or an HTTP answer's
-// status (code 0: none); for a 429, the Retry-After it asked for at at (0:
-// none).
-type failure struct {
-	err        error
-	code       int
-	status     string
-	retryAfter time.Duration
-	at         time.Time
-}
-
-// error returns the failure as HoldEvent.Err: nil for none.
-func (f failure) error() error {
-	switch {
-	case f.code != 0:
-		return &statusError{code: f.code, status: f.status, retryAfter: f.retryAfter}
-	case f.err != nil && f.retryAfter > 0:
-		return &retryAfterError{err: f.err, retryAfter: f.retryAfter}
-	}
-	return f.err
-}
-
-// answerFailure is the failure of an HTTP answer resp, received at now.
-func answerFailure(resp *http.Response, now time.Time) failure {
-	f := failure{code: resp.StatusCode, status: resp.Status}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := ResponseRetryAfter(resp, now); ok {
-			f.retryAfter, f.at = d, now
-		}
-	}
-	return f
-}
-
-// errFailure is the failure of an attempt that returned err at now: a
-// 429's keeps the delay that the API error suggests.
-func errFailure(err error, now time.Time) failure {
-	f := failure{err: err}
-	if apierrors.IsTooManyRequests(err) {
-		if d, ok := RetryAfter(err); ok {
-			f.retryAfter, f.at = d, now
-		}
-	}
-	return f
-}
-
-// statusError is the failure of an HTTP answer, for HoldEvent.Err.
-type statusError struct {
-	code       int
-	status     string // as net/http gives it: "503 Service Unavailable"; "" to make
-	retryAfter time.Duration
-}
-
-func (e *statusError) Error() string {
-	status := e.status
-	if status == "" {
-		status = strconv.Itoa(e.code) + " " + http.StatusText(e.code)
-	}
-	return "retry: the server answered " + status + retryAfterText(e.retryAfter)
-}
-
-// retryAfterError is an attempt's 429 with the Retry-After it asked for,
-// for HoldEvent.Err.
-type retryAfterError struct {
-	err        error
-	retryAfter time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() + retryAfterText(e.retryAfter) }
-
-func (e *retryAfterError) Unwrap() error { return e.err }
-
-func retryAfterText(d time.Duration) string {
-	if d <= 0 {
-		return ""
-	}
-	return " (Retry-After " + d.String() + ")"
 }

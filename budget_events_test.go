@@ -291,7 +291,7 @@ func TestHoldEventsConcurrent(t *testing.T) {
 			}
 			var rt http.RoundTripper
 			if onWire {
-				rt = b.WrapTransport(roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				rt = b.WrapTransport(roundTripFunc(func(req *http.Request) (*http.Response, error) {
 					var i int
 					_, _ = fmt.Sscanf(req.URL.Path, "/api/v1/namespaces/default/res%d/x", &i)
 					status := http.StatusOK
@@ -370,10 +370,6 @@ func TestHoldEventsConcurrent(t *testing.T) {
 	}
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 // TestHeldNil: a nil Budget holds nothing.
 func TestHeldNil(t *testing.T) {
 	t.Parallel()
@@ -403,4 +399,39 @@ func TestHoldEventsAllocations(t *testing.T) {
 	req := request(t, ctx, http.MethodGet, deploymentURL)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = healthy.RoundTrip(req) }), "on the wire")
 	assert.Nil(t, on.Held())
+}
+
+// TestHoldReminders: while a hold lasts, OnHold gets a reminder with a
+// failed probe once 10s have passed since the start, then after 20s, 40s:
+// its start's Since, the probes and waits so far, and the latest failure
+// as Err, which Held gives too; the end repeats the start's Err, and no
+// reminder follows it.
+func TestHoldReminders(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	b := newBudget(clk, noRetries, time.Second) // a probe every second
+	log := newHoldLog(t, b)
+	startHold(t, b)
+	failure := func(k int) error { return fmt.Errorf("probe %d: %w", k, errDown) }
+	for k := 1; k <= 71; k++ {
+		clk.Step(time.Second)
+		require.Error(t, probe(b, failure(k)))
+	}
+	held := b.Held()
+	require.Len(t, held, 1)
+	assert.Equal(t, failure(71).Error(), held[0].Err.Error(), "Held's Err is the latest failure")
+
+	clk.Step(time.Second)
+	require.NoError(t, probe(b, nil))
+	var got []string
+	for _, e := range log.all() {
+		got = append(got, fmt.Sprintf("ended %v, since %v, probes %d, err %v", e.Ended, e.Since.Sub(t0), e.Probes, e.Err))
+	}
+	assert.Equal(t, []string{
+		"ended false, since 0s, probes 0, err " + errDown.Error(),
+		"ended false, since 0s, probes 10, err " + failure(10).Error(),
+		"ended false, since 0s, probes 30, err " + failure(30).Error(),
+		"ended false, since 0s, probes 70, err " + failure(70).Error(),
+		"ended true, since 0s, probes 72, err " + errDown.Error(),
+	}, got)
 }

@@ -7,13 +7,6 @@ import "time"
 // hold.
 const holdFailures = 3
 
-// The reminders of a hold: the first remindFirst after its start, then at
-// intervals doubling up to remindMax.
-const (
-	remindFirst = 10 * time.Second
-	remindMax   = 2 * time.Minute
-)
-
 // holdTiming is what a Budget's Hold and Rand say to a scope's hold.
 type holdTiming struct {
 	hold        time.Duration // the first probe interval
@@ -85,17 +78,9 @@ type scopeHold struct {
 	failures    int
 	lastFailure time.Time // the latest failure, a failed probe's included
 
-	// What the hold's events tell (budget_events.go).
-	key            scope         // the scope, as the table keeps it
-	since          time.Time     // when the hold started
-	cause          error         // the failure that started it
-	latest         failure       // the latest failure (Held's and a reminder's Err)
-	remindAt       time.Time     // when the next reminder is due
-	remindGap      time.Duration // the wait before the one after it
-	reminding      chan struct{} // closed once the latest reminder is delivered; nil: none yet
-	probes, waited int           // probes sent and first attempts that waited during it
-	shown          bool          // listed by Held: its start delivered, its end not yet
-	started, ended chan struct{} // closed once the start's, the end's event is delivered
+	key scope // the scope, as the table keeps it
+
+	report holdReport // what its events tell, and their delivery (budget_events.go)
 }
 
 // start starts the hold at now, unless it is on.

@@ -10,7 +10,7 @@ type attemptKey struct{}
 // itself, or the attempt follows a transient failure.
 type attemptCtx struct {
 	context.Context
-	budget loopBudget  // the loop's own Budget, which charged the attempt; nil if none
+	budget *Budget     // the loop's own Budget, which charged the attempt; nil if none
 	retry  bool        // this attempt, or an enclosing loop's, follows a transient failure
 	outer  *attemptCtx // the mark of an enclosing loop's attempt, if any
 }
@@ -21,7 +21,7 @@ func markOf(ctx context.Context) *attemptCtx {
 	return c
 }
 
-func markAttempt(ctx context.Context, own loopBudget, afterTransient bool) context.Context {
+func markAttempt(ctx context.Context, own *Budget, afterTransient bool) context.Context {
 	outer := markOf(ctx)
 	return &attemptCtx{Context: ctx, budget: own, retry: afterTransient || outer.afterTransient(), outer: outer}
 }
@@ -37,7 +37,7 @@ func (c *attemptCtx) Value(key any) any {
 // one, charges b itself.
 func (c *attemptCtx) chargedBy(b *Budget) bool {
 	for ; c != nil; c = c.outer {
-		if c.budget == loopBudget(b) {
+		if c.budget == b {
 			return true
 		}
 	}

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -112,24 +111,4 @@ func resourceOf(path string) (group, resource string, ok bool) {
 	default:
 		return group, sub, true
 	}
-}
-
-// isLease reports whether path is a coordination.k8s.io Lease's, or their
-// collection's.
-func isLease(path string) bool {
-	_, rest, ok := strings.Cut(path, "/apis/coordination.k8s.io/")
-	return ok && strings.Contains(rest, "/leases")
-}
-
-// isWatch reports whether u starts a watch: watch=true (or 1) in the
-// query, as client-go sends, or the old /watch/ path.
-func isWatch(u *url.URL) bool {
-	for q := u.RawQuery; q != ""; {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		if kv == "watch=true" || kv == "watch=1" {
-			return true
-		}
-	}
-	return strings.Contains(u.Path, "/watch/")
 }

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"io"
 	"sync"
 	"time"
 )
@@ -13,24 +12,25 @@ const maxScopes = 512
 // holdTable keeps the holds of a Budget's scopes: only the scopes that
 // failed since their last success, at most maxScopes of them. Its lock
 // guards the table, every scopeHold in it or in events, the probes' ids
-// and the counters.
+// and the counters. The methods here drive the holds; those that record
+// and deliver their events are in budget_events.go.
 type holdTable struct {
 	mu     sync.Mutex
 	scopes map[scope]*scopeHold
 	lastID uint64 // the latest probe's id; ids are never 0
 
-	events holdEvents
+	events holdEvents // the events' delivery (budget_events.go)
 
 	held, probes, refused uint64 // since the first use
 }
 
-// admit lets a first attempt of the given scopes go (second's kind is
+// pass lets a first attempt of the given scopes go (second's kind is
 // noScope when it has but one). While one of them is held it waits, the
 // first held one's hold first, until that hold ends, until it may go as
-// that scope's probe (then it returns the probe's id, for observe), or
+// that scope's probe (then it returns the probe's id, for record), or
 // until ctx ends. An attempt that cannot wait (a loop whose fn takes no
 // context) is refused at once.
-func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
+func (t *holdTable) pass(ctx context.Context, canWait bool, ts timeSource, timing holdTiming, first, second scope) (probe uint64, err error) {
 	waited := false
 	var waitedFor *scopeHold
 	for {
@@ -53,7 +53,7 @@ func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timi
 		if h.letProbe(now, t.lastID+1, timing) {
 			t.lastID++
 			t.probes++
-			h.probes++
+			h.report.probes++
 			id := t.lastID
 			t.mu.Unlock()
 			return id, nil
@@ -64,7 +64,7 @@ func (t *holdTable) admit(ctx context.Context, canWait bool, ts timeSource, timi
 		}
 		if waitedFor != h {
 			waitedFor = h
-			h.waited++
+			h.report.waited++
 		}
 		wake, released := h.wake(), h.released
 		t.mu.Unlock()
@@ -118,10 +118,10 @@ func (t *holdTable) start(s scope, now time.Time, timing holdTiming, cause failu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.failing(s, now, timing, &ch)
-	h.lastFailure, h.latest = now, cause
+	h.lastFailure, h.report.latest = now, cause
 	if !h.on {
 		h.start(now, timing)
-		t.events.began(h, now, cause, &ch)
+		t.began(h, now, cause, &ch)
 	}
 	h.throttled(cause.at, cause.retryAfter, timing)
 	return ch
@@ -135,14 +135,14 @@ type observation struct {
 	cause failure
 }
 
-// observe takes what an attempt said about its scopes: a first attempt
+// record records what an attempt said about its scopes: a first attempt
 // (first) or a retry, sent as the probe id (0: not a probe). A success
 // ends a scope's hold and forgets the scope; a probe that did not succeed
 // frees its slot, and doubles the interval when it failed (a reminder may
 // then be due); a transient failure counts against the scope, a first
 // attempt's may start its hold, and a 429's Retry-After holds the next
 // probe back. It returns the events it made, to be delivered.
-func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) (ch holdChanges) {
+func (t *holdTable) record(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) (ch holdChanges) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range obs {
@@ -153,7 +153,7 @@ func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing hold
 		switch {
 		case o.out == answered:
 			if h != nil {
-				t.events.end(h, &ch)
+				t.endHold(h, &ch)
 				delete(t.scopes, o.scope)
 			}
 		case o.out == failedTransiently:
@@ -161,14 +161,14 @@ func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing hold
 			if h == nil {
 				h = t.failing(o.scope, now, timing, &ch)
 			}
-			h.lastFailure, h.latest = now, o.cause
+			h.lastFailure, h.report.latest = now, o.cause
 			switch {
 			case probe != 0 && h.probe == probe:
 				h.probeEnded(probe, true, timing)
-				t.events.remind(h, now, &ch)
+				t.remind(h, now, &ch)
 			case first && !h.on:
 				if h.failedFirst(now, timing); h.on {
-					t.events.began(h, now, o.cause, &ch)
+					t.began(h, now, o.cause, &ch)
 				}
 			}
 			h.throttled(o.cause.at, o.cause.retryAfter, timing)
@@ -204,7 +204,7 @@ func (t *holdTable) failing(s scope, now time.Time, timing holdTiming, ch *holdC
 			}
 		}
 		if len(t.scopes) >= maxScopes {
-			t.events.end(oldestHold, ch)
+			t.endHold(oldestHold, ch)
 			delete(t.scopes, oldest)
 		}
 	}
@@ -213,21 +213,18 @@ func (t *holdTable) failing(s scope, now time.Time, timing holdTiming, ch *holdC
 	return h
 }
 
-// probeFailed returns the error of probe id, which failed with err, an
-// error of the transport: err named with the scope probed and how long it
-// has been held (see probeError), or err when the hold ended meanwhile.
-func (t *holdTable) probeFailed(id uint64, first, second scope, ts timeSource, err error) error {
-	if err == io.EOF || err == io.ErrUnexpectedEOF { // client-go compares these, not their text
-		return err
-	}
+// probeHeld returns, for probe id, the scope it probes (first's or
+// second's) and how long that scope has been held; ok is false when the
+// hold ended meanwhile, or another probe took the slot.
+func (t *holdTable) probeHeld(id uint64, first, second scope, ts timeSource) (s scope, held time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, s := range [2]scope{first, second} {
-		if h := t.scopes[s]; h != nil && h.on && h.lastProbe == id {
-			return &probeError{scope: h.key, held: ts.holdClock().Since(h.since), err: err}
+	for _, probed := range [2]scope{first, second} {
+		if h := t.scopes[probed]; h != nil && h.on && h.lastProbe == id {
+			return h.key, ts.holdClock().Since(h.report.since), true
 		}
 	}
-	return err
+	return scope{}, 0, false
 }
 
 // counts returns the first attempts that waited, the probes, and the
@@ -238,9 +235,9 @@ func (t *holdTable) counts() (held, probes, refused uint64) {
 	return t.held, t.probes, t.refused
 }
 
-// probePanicked frees the slot of probe id, whose attempt panicked: a
+// failProbe frees the slot of probe id, whose attempt panicked: a
 // failed probe of its scope.
-func (t *holdTable) probePanicked(id uint64, ts timeSource, timing holdTiming) {
+func (t *holdTable) failProbe(id uint64, ts timeSource, timing holdTiming) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, h := range t.scopes {
@@ -249,17 +246,4 @@ func (t *holdTable) probePanicked(id uint64, ts timeSource, timing holdTiming) {
 			h.probeEnded(id, true, timing)
 		}
 	}
-}
-
-// heldEvents returns a HoldEvent for each hold listed, oldest first.
-func (t *holdTable) heldEvents() []HoldEvent {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.events.list()
-}
-
-// deliver delivers the events of the holds that ch lists, outside the
-// lock; see holdEvents.deliver.
-func (t *holdTable) deliver(onHold func(HoldEvent), ch holdChanges) {
-	t.events.deliver(&t.mu, onHold, ch, 0)
 }

@@ -19,7 +19,7 @@ func resourceNamed(name string) scope {
 // starts.
 func failThrice(table *holdTable, clk *testingclock.FakeClock, timing holdTiming, s scope) {
 	for range holdFailures {
-		table.observe(true, 0, timeSource{clk}, timing, observation{scope: s, out: failedTransiently})
+		table.record(true, 0, timeSource{clk}, timing, observation{scope: s, out: failedTransiently})
 	}
 }
 
@@ -46,7 +46,7 @@ func TestHoldTableBounded(t *testing.T) {
 	}
 	clk.Step(time.Millisecond)
 	newcomer := resourceNamed("new")
-	table.observe(true, 0, ts, timing, observation{scope: newcomer, out: failedTransiently})
+	table.record(true, 0, ts, timing, observation{scope: newcomer, out: failedTransiently})
 	if len(table.scopes) != maxScopes || table.scopes[oldest] != nil || table.scopes[newcomer] == nil {
 		t.Fatalf("the full table did not replace the oldest failure by the new one (%d scopes)", len(table.scopes))
 	}
@@ -60,12 +60,12 @@ func TestHoldTableBounded(t *testing.T) {
 	// forgotten first, all of them.
 	var fresh holdTable
 	for i := range maxScopes {
-		fresh.observe(true, 0, ts, timing, observation{scope: resourceNamed(fmt.Sprint(i)), out: failedTransiently})
+		fresh.record(true, 0, ts, timing, observation{scope: resourceNamed(fmt.Sprint(i)), out: failedTransiently})
 	}
 	held := resourceNamed("held")
 	fresh.scopes[resourceNamed("0")].start(clk.Now(), timing) // an old scope, but held
 	clk.Step(timing.span)
-	fresh.observe(true, 0, ts, timing, observation{scope: held, out: failedTransiently})
+	fresh.record(true, 0, ts, timing, observation{scope: held, out: failedTransiently})
 	if len(fresh.scopes) != 2 || fresh.scopes[resourceNamed("0")] == nil || fresh.scopes[held] == nil {
 		t.Errorf("%d scopes kept, want the held one and the new one", len(fresh.scopes))
 	}
@@ -80,7 +80,7 @@ func TestHoldTableForgetsOnSuccess(t *testing.T) {
 	ts := timeSource{clk}
 	var table holdTable
 	a, b := resourceNamed("a"), resourceNamed("b")
-	table.observe(true, 0, ts, timing, observation{scope: b, out: answered})
+	table.record(true, 0, ts, timing, observation{scope: b, out: answered})
 	if len(table.scopes) != 0 {
 		t.Fatal("a success added a scope")
 	}
@@ -89,7 +89,7 @@ func TestHoldTableForgetsOnSuccess(t *testing.T) {
 		t.Fatal("three failed first attempts did not start the hold")
 	}
 	released := table.scopes[a].released
-	table.observe(false, 0, ts, timing, observation{scope: a, out: answered})
+	table.record(false, 0, ts, timing, observation{scope: a, out: answered})
 	if len(table.scopes) != 0 {
 		t.Error("the success kept the scope")
 	}
@@ -117,7 +117,7 @@ func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 	clk.Step(50 * time.Millisecond)
 	failThrice(&table, clk, timing, server)
 
-	_, err := table.admit(context.Background(), false, ts, timing, server, resource)
+	_, err := table.pass(context.Background(), false, ts, timing, server, resource)
 	var held *heldError
 	if !errors.As(err, &held) || held.scope != server || !errors.Is(err, ErrBudgetExhausted) ||
 		err.Error() != "retry: retry budget exhausted: https://h:6443 is held, and a call without a context cannot wait" {
@@ -128,7 +128,7 @@ func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 	clk.Step(50 * time.Millisecond)
 	got := make(chan uint64, 1)
 	go func() {
-		probe, _ := table.admit(context.Background(), true, ts, timing, server, resource)
+		probe, _ := table.pass(context.Background(), true, ts, timing, server, resource)
 		got <- probe
 	}()
 	for !clk.HasWaiters() {

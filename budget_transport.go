@@ -1,12 +1,8 @@
 package retry
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // WrapTransport returns an http.RoundTripper that charges each request
@@ -85,9 +81,9 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 
 	var probe uint64
 	if retry {
-		err = t.admitRetry(req, server, resource, charged, resent, cause)
+		err = t.chargeWireRetry(req, server, resource, charged, resent, cause)
 	} else {
-		probe, err = b.admitFirst(ctx, true, server, resource, charged)
+		probe, err = b.admit(ctx, true, server, resource, charged)
 	}
 	if err != nil {
 		closeBody(req)
@@ -107,7 +103,7 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 	if !again {
 		t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
 		if probe != 0 && err != nil && onServer == failedTransiently {
-			err = b.holds.probeFailed(probe, server, resource, b.time(), err)
+			err = b.nameProbeError(probe, server, resource, err)
 		}
 	}
 	observed := false
@@ -116,18 +112,18 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 			_ = resp.Body.Close()
 		}
 	}()
-	b.observeScopes(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
+	b.observe(!retry, probe, observation{server, onServer, failed}, observation{resource, onResource, failed})
 	observed = true
 	return resp, again, err
 }
 
-// admitRetry refuses a retry whose server or resource is held; else it
+// chargeWireRetry refuses a retry whose server or resource is held; else it
 // withdraws the retry from the budget (unless a loop charged it). When the
 // budget refuses a client-go resend, the hold starts of the scope whose
 // failure it follows (resent: its kind); a loop's later attempt (resent:
 // noScope) starts none, as the wire does not know which scope its previous
 // attempt failed.
-func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind, cause failure) error {
+func (t *budgetTransport) chargeWireRetry(req *http.Request, server, resource scope, charged bool, resent scopeKind, cause failure) error {
 	failed := resource
 	if resent == serverScope || failed.kind == noScope {
 		failed = server
@@ -149,19 +145,6 @@ func (t *budgetTransport) admitRetry(req *http.Request, server, resource scope, 
 	return &wireRefusal{scope: failed}
 }
 
-// resentAfter returns the kind of the scope whose failure client-go resends
-// a request after (resends): its server's when the server failed, else its
-// resource's; noScope when client-go does not resend it.
-func resentAfter(resends bool, server outcome) scopeKind {
-	switch {
-	case !resends:
-		return noScope
-	case server == failedTransiently:
-		return serverScope
-	}
-	return resourceScope
-}
-
 // send passes req to rt; a probe's slot is freed, as a failed probe's, if
 // rt panics.
 func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response, error) {
@@ -177,58 +160,6 @@ func (t *budgetTransport) send(req *http.Request, probe uint64) (*http.Response,
 	resp, err := t.rt.RoundTrip(req)
 	ended = true
 	return resp, err
-}
-
-// wireOutcome judges a round trip for the request's server and its
-// resource: no HTTP response and a 429 are failures of the server, a 5xx
-// (not 501) of the resource, or of the server when the path names no
-// resource; any other response answers both (a 5xx to a request with a
-// resource still answers its server). A context that ended the request,
-// or a Budget's refusal below, says nothing. resends reports whether
-// client-go sends req again itself after it (rest.Request's request and
-// Watch, through withRetry.IsNextRetry).
-func wireOutcome(req *http.Request, resp *http.Response, err error, hasResource bool) (server, resource outcome, resends bool) {
-	if err != nil {
-		switch {
-		case errors.Is(err, ErrBudgetExhausted):
-			return budgetRefused, budgetRefused, false
-		case req.Context().Err() != nil:
-			return unanswered, unanswered, false
-		case req.Method != http.MethodGet:
-			return failedTransiently, unanswered, false
-		case isWatch(req.URL):
-			return failedTransiently, unanswered, utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err)
-		}
-		return failedTransiently, unanswered, utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err)
-	}
-	switch c := resp.StatusCode; {
-	case c == http.StatusTooManyRequests:
-		server, resource = failedTransiently, unanswered
-	case c >= 500 && c != http.StatusNotImplemented:
-		server, resource = answered, failedTransiently
-		if !hasResource {
-			server = failedTransiently
-		}
-	default:
-		return answered, answered, false
-	}
-	// client-go resends a 429 or 5xx whose Retry-After strconv.Atoi reads,
-	// unless the request's body is a stream it cannot send twice.
-	if streamedBody(req) {
-		return server, resource, false
-	}
-	if h := resp.Header.Get("Retry-After"); h != "" {
-		_, aerr := strconv.Atoi(h)
-		return server, resource, aerr == nil
-	}
-	return server, resource, false
-}
-
-// streamedBody reports whether req's body cannot be read again: client-go
-// resends no request built from an io.Reader (its Body(io.Reader)), and
-// net/http sets GetBody for the byte slices client-go otherwise sends.
-func streamedBody(req *http.Request) bool {
-	return req.Body != nil && req.Body != http.NoBody && req.GetBody == nil
 }
 
 func closeBody(req *http.Request) {

@@ -73,13 +73,13 @@ func bounds(b *Backoff) (lo, hi time.Duration) {
 	return b.Duration, max(hi, b.Duration)
 }
 
-// observe learns from one attempt of a loop given the Backoff given:
+// learn learns from one attempt of a loop given the Backoff given:
 // waited is the base of the wait before it (0 for a first attempt). A
 // Conflict after a wait that the loop retries (again) raises the level to
 // contentionUp times that base or the level, whichever is longer; any
 // success lowers it. A first attempt's Conflict teaches nothing: the
 // object it wrote may have been stale however long the loop had waited.
-func (c *Contention) observe(given *Backoff, waited time.Duration, err error, again bool) {
+func (c *Contention) learn(given *Backoff, waited time.Duration, err error, again bool) {
 	if c == nil {
 		return
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -327,26 +326,6 @@ func ExampleOnErrorValue() {
 type responseError struct{ resp *http.Response }
 
 func (e *responseError) Error() string { return "server replied " + e.resp.Status }
-
-// replies is an http.RoundTripper that answers from a list, standing in for
-// a server; nothing goes on the network.
-type replies []*http.Response
-
-func (r *replies) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp := (*r)[0]
-	*r = (*r)[1:]
-	resp.Request = req
-	resp.Body = io.NopCloser(strings.NewReader(""))
-	return resp, nil
-}
-
-func reply(code int, retryAfter string) *http.Response {
-	h := http.Header{}
-	if retryAfter != "" {
-		h.Set("Retry-After", retryAfter)
-	}
-	return &http.Response{StatusCode: code, Status: fmt.Sprint(code, " ", http.StatusText(code)), Header: h}
-}
 
 func ExampleWithRetryAfter() {
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))

@@ -58,10 +58,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 			return err
 		}
 	}
-	var budget loopBudget
-	if o.budget != nil {
-		budget = o.budget
-	}
+	budget := o.budget       // nil: none
 	done := ctx.Done()       // nil: ctx is never done, and has no deadline
 	given := b               // the backoff as given, for o.contention's bounds
 	var waited time.Duration // the base of the last wait, for o.contention
@@ -76,7 +73,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		var probe uint64 // the first attempt's, when a hold lets it go as the probe
 		if attempt == 1 && budget != nil {
 			var err error
-			if probe, err = budget.admit(ctx, fn.plain == nil); err != nil {
+			if probe, err = budget.admitLoop(ctx, fn.plain == nil); err != nil {
 				return o.done(0, err, false)
 			}
 		}
@@ -94,21 +91,13 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 		default:
 			retry, err = fn.call(actx, retriable)
 		}
-		out := answered
-		switch {
-		case err == nil:
-		case timedOut: // an attempt that ran out of its own time failed transiently
-			out = failedTransiently
-		case budget != nil || retry && fn.plain == nil:
-			out = judge(err) // for the budget, and the next attempt's mark
-		case retry && errors.Is(err, ErrBudgetExhausted):
-			out = budgetRefused
-		}
+		// judged for the budget, and for the next attempt's mark
+		out := attemptOutcome(err, timedOut, retry, budget != nil || retry && fn.plain == nil)
 		if budget != nil {
-			budget.observe(attempt == 1, probe, out, err)
+			budget.observeLoop(attempt == 1, probe, out, err)
 		}
 		if o.contention != nil {
-			o.contention.observe(&given, waited, err, retry)
+			o.contention.learn(&given, waited, err, retry)
 		}
 		if !retry || out == budgetRefused {
 			return o.done(attempt, err, false)
@@ -144,7 +133,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 				return o.done(attempt, cerr, false)
 			}
 		}
-		if !final && budget != nil && !budget.withdraw(afterTransient, err) {
+		if !final && budget != nil && !budget.chargeLoopRetry(afterTransient, err) {
 			return o.done(attempt, &budgetError{attempts: attempt, last: err}, false)
 		}
 		if o.onRetry != nil {
@@ -166,7 +155,7 @@ func run(ctx context.Context, b Backoff, retriable func(error) bool, fn attemptF
 // attempt's requests) or when the previous attempt failed transiently (a
 // transport then charges its requests as retries). Unmarked, it costs
 // nothing.
-func attemptContext(ctx context.Context, budget loopBudget, afterTransient bool) context.Context {
+func attemptContext(ctx context.Context, budget *Budget, afterTransient bool) context.Context {
 	own := budget
 	if own != nil && !own.onWire() {
 		own = nil
@@ -194,7 +183,7 @@ func (o *options) timedAttempt(ctx context.Context, fn attemptFunc, retriable fu
 
 // probe makes the attempt as the budget's probe: if fn panics, the
 // probe's slot is freed as a failed probe's, and the panic goes on.
-func (o *options) probe(budget loopBudget, id uint64, ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
+func (o *options) probe(budget *Budget, id uint64, ctx context.Context, fn attemptFunc, retriable func(error) bool) (retry, timedOut bool, err error) {
 	ended := false
 	defer func() {
 		if !ended {

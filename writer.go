@@ -237,11 +237,11 @@ func keptKey(before, obj runtime.Object) error {
 
 func renamed(oldNS, oldName, newNS, newName string) error {
 	return fmt.Errorf("retry: mutate changed the object's key from %q to %q; it must not change the name or namespace",
-		key(oldNS, oldName), key(newNS, newName))
+		namespacedName(oldNS, oldName), namespacedName(newNS, newName))
 }
 
-// key is namespace/name, or name for a cluster-scoped object.
-func key(ns, name string) string {
+// namespacedName is namespace/name, or name for a cluster-scoped object.
+func namespacedName(ns, name string) string {
 	if ns == "" {
 		return name
 	}
