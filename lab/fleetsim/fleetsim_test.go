@@ -32,8 +32,8 @@ var (
 	plots    = flag.Bool("fleetsim.plot", false, "draw the PNGs beside the CSV from it")
 	goals    = flag.Bool("fleetsim.goals", false, "fail when the new schedule misses a goal at 5,000 processes")
 	queueLen = flag.Int("fleetsim.queue", 20, "the level's queue length limit")
-	getExec  = flag.Duration("fleetsim.get", 2*time.Millisecond, "mean execution time of a GET")
-	putExec  = flag.Duration("fleetsim.put", 5*time.Millisecond, "mean execution time of a PUT")
+	getExec  = flag.Duration("fleetsim.get", 6*time.Millisecond, "mean execution time of a GET")
+	putExec  = flag.Duration("fleetsim.put", 12*time.Millisecond, "mean execution time of a PUT")
 	seatsPer = flag.Float64("fleetsim.seats", 10.0/48, "the level's seats per process (at least 10 in all)")
 )
 
@@ -51,8 +51,8 @@ func level(n int) apfsim.LevelConfig {
 func fleet(n, w int, outage time.Duration, newBudget func() *retry.Budget) apfsim.Fleet {
 	return apfsim.Fleet{
 		Processes: n, Workers: w, Level: level(n), NewBudget: newBudget,
-		Warmup: time.Second, Before: 2 * time.Second, Outage: outage,
-		After: 3 * time.Second, AfterMax: 60 * time.Second,
+		Warmup: 2 * time.Second, Before: 3 * time.Second, Outage: outage,
+		After: 5 * time.Second, AfterMax: 60 * time.Second,
 		Pace: 500 * time.Millisecond, Bin: 100 * time.Millisecond,
 	}
 }
@@ -199,7 +199,7 @@ func writeRows(path string, rows []Row) error {
 // in order.
 func replace(rows []Row, row Row) []Row {
 	key := func(r Row) string {
-		return fmt.Sprintf("%08d %02d %010d %s %03d", r.Processes, r.Workers, r.Outage, r.Policy, r.Rep)
+		return fmt.Sprintf("%08d %02d %010d %03d %s %03d", r.Processes, r.Workers, r.Outage, r.QueueLength, r.Policy, r.Rep)
 	}
 	rows = slices.DeleteFunc(rows, func(r Row) bool { return key(r) == key(row) })
 	rows = append(rows, row)
@@ -219,7 +219,7 @@ func checkGoals(rows []Row) []verdict {
 	find := func(w int, d time.Duration, pol string) []Row {
 		var out []Row
 		for _, r := range rows {
-			if r.Processes == 5000 && r.Workers == w && r.Outage == d && r.Policy == pol {
+			if r.Processes == 5000 && r.Workers == w && r.Outage == d && r.Policy == pol && r.QueueLength == *queueLen {
 				out = append(out, r)
 			}
 		}

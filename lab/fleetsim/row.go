@@ -24,7 +24,7 @@ type Row struct {
 
 var header = []string{
 	"processes", "workers", "outage_s", "policy", "rep", "seats", "queue_length",
-	"requests_before_per_s", "requests_outage", "probes_outage", "too_many_2s_after",
+	"requests_before_per_s", "requests_outage", "probes_outage", "too_many_before", "too_many_2s_after", "too_many_after", "max_retry_after_s",
 	"back_p50_s", "back_p99_s", "back_max_s", "not_back", "max_queue_wait_ms", "wall_s",
 }
 
@@ -41,7 +41,8 @@ func WriteCSV(w io.Writer, rows []Row) error {
 			strconv.Itoa(r.Processes), strconv.Itoa(r.Workers), sec(r.Outage), r.Policy, strconv.Itoa(r.Rep),
 			strconv.Itoa(r.Seats), strconv.Itoa(r.QueueLength),
 			strconv.FormatFloat(s.RequestsBefore, 'f', 1, 64), strconv.FormatInt(s.RequestsDuring, 10),
-			strconv.FormatUint(s.ProbesDuring, 10), strconv.FormatInt(s.TooManyAfter, 10),
+			strconv.FormatUint(s.ProbesDuring, 10), strconv.FormatInt(s.TooManyBefore, 10), strconv.FormatInt(s.TooManyAfter, 10),
+			strconv.FormatInt(s.TooManyLater, 10), strconv.FormatInt(s.MaxRetryAfter, 10),
 			sec(s.BackP50), sec(s.BackP99), sec(s.BackMax), strconv.Itoa(s.NotBack),
 			strconv.FormatFloat(float64(s.MaxQueueWait)/float64(time.Millisecond), 'f', 1, 64), sec(r.Wall),
 		}); err != nil {
@@ -66,11 +67,12 @@ func ReadCSV(r io.Reader) ([]Row, error) {
 		p := parser{rec: rec}
 		row := Row{
 			Processes: p.int(0), Workers: p.int(1), Outage: p.sec(2), Policy: rec[3], Rep: p.int(4),
-			Seats: p.int(5), QueueLength: p.int(6), Wall: p.sec(16),
+			Seats: p.int(5), QueueLength: p.int(6), Wall: p.sec(19),
 			Summary: apfsim.Summary{
 				RequestsBefore: p.float(7), RequestsDuring: int64(p.int(8)), ProbesDuring: uint64(p.int(9)),
-				TooManyAfter: int64(p.int(10)), BackP50: p.sec(11), BackP99: p.sec(12), BackMax: p.sec(13),
-				NotBack: p.int(14), MaxQueueWait: time.Duration(p.float(15) * float64(time.Millisecond)),
+				TooManyBefore: int64(p.int(10)), TooManyAfter: int64(p.int(11)), TooManyLater: int64(p.int(12)),
+				MaxRetryAfter: int64(p.int(13)), BackP50: p.sec(14), BackP99: p.sec(15), BackMax: p.sec(16),
+				NotBack: p.int(17), MaxQueueWait: time.Duration(p.float(18) * float64(time.Millisecond)),
 			},
 		}
 		if p.err != nil {

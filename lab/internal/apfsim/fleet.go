@@ -217,8 +217,12 @@ type Summary struct {
 	// them.
 	RequestsDuring int64
 	ProbesDuring   uint64
-	// TooManyAfter is the 429s in the 2s after the outage's end.
-	TooManyAfter int64
+	// TooManyBefore is the 429s of the healthy phase before the outage,
+	// TooManyAfter those in the 2s after its end, TooManyLater those from
+	// its end to the run's end; MaxRetryAfter the largest Retry-After
+	// answered, in seconds.
+	TooManyBefore, TooManyAfter, TooManyLater int64
+	MaxRetryAfter                             int64
 	// BackP50, BackP99 and BackMax are the quantiles of the workers'
 	// times back; NotBack counts the workers never back (left out of the
 	// quantiles).
@@ -230,11 +234,13 @@ type Summary struct {
 
 // Summarize returns r's figures.
 func (r *Result) Summarize() Summary {
-	s := Summary{ProbesDuring: r.ProbesDuring, MaxQueueWait: r.Stats.MaxWait()}
-	before, _, _, _ := r.Stats.Sum(r.Fleet.Warmup, r.OutageStart)
+	s := Summary{ProbesDuring: r.ProbesDuring, MaxQueueWait: r.Stats.MaxWait(), MaxRetryAfter: r.Stats.MaxRetryAfter()}
+	before, _, tooMany, _ := r.Stats.Sum(r.Fleet.Warmup, r.OutageStart)
+	s.TooManyBefore = tooMany
 	s.RequestsBefore = float64(before) / (r.OutageStart - r.Fleet.Warmup).Seconds()
 	s.RequestsDuring, _, _, _ = r.Stats.Sum(r.OutageStart, r.OutageEnd)
 	_, _, s.TooManyAfter, _ = r.Stats.Sum(r.OutageEnd, r.OutageEnd+2*time.Second)
+	_, _, s.TooManyLater, _ = r.Stats.Sum(r.OutageEnd, time.Duration(r.Stats.Bins())*r.Stats.Bin())
 	var back []time.Duration
 	for _, d := range r.Back {
 		if d < 0 {

@@ -157,6 +157,7 @@ func (l *Level) RoundTrip(req *http.Request) (*http.Response, error) {
 		l.tracker.RecordDroppedRequest(l.cfg.Name)
 		after := l.tracker.GetRetryAfter(l.cfg.Name)
 		l.stats.add(now, rejected)
+		l.stats.retryAfter(after)
 		l.mu.Unlock()
 		return tooManyRequests(req, after), nil
 	}

@@ -24,6 +24,7 @@ type Stats struct {
 	bin     time.Duration
 	bins    [][numOutcomes]atomic.Int64
 	maxWait atomic.Int64
+	maxRA   atomic.Int64 // the largest Retry-After answered, in seconds
 }
 
 // NewStats returns counts in bins of bin from now, for span; what comes
@@ -46,6 +47,19 @@ func (s *Stats) waited(d time.Duration) {
 		}
 	}
 }
+
+func (s *Stats) retryAfter(seconds int64) {
+	for {
+		old := s.maxRA.Load()
+		if seconds <= old || s.maxRA.CompareAndSwap(old, seconds) {
+			return
+		}
+	}
+}
+
+// MaxRetryAfter returns the largest Retry-After the level answered, in
+// seconds (0: none).
+func (s *Stats) MaxRetryAfter() int64 { return s.maxRA.Load() }
 
 // Bin returns the bins' width.
 func (s *Stats) Bin() time.Duration { return s.bin }
