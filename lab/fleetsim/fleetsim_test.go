@@ -28,7 +28,7 @@ var (
 	policies = flag.String("fleetsim.policies", "none,rev6~,new", "policies: none, rev6 (only on revision 6's code, -tags fleetsim_rev6code), rev6~ (r near 1), new")
 	reps     = flag.Int("fleetsim.reps", 1, "runs of each combination")
 	csvPath  = flag.String("fleetsim.csv", "../../docs/fleet-sim.csv", "CSV of the runs; rows of the same combination are replaced, others kept")
-	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV")
+	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV, in place of that policy's rows")
 	plots    = flag.Bool("fleetsim.plot", false, "draw the PNGs beside the CSV from it")
 	goals    = flag.Bool("fleetsim.goals", false, "fail when the new schedule misses a goal at 5,000 processes")
 	queueLen = flag.Int("fleetsim.queue", 20, "the level's queue length limit")
@@ -123,7 +123,7 @@ func TestFleetSim(t *testing.T) {
 							t.Fatal(err)
 						}
 						if rep == 0 && *timeline == fmt.Sprintf("%dx%dx%v", n, w, d) {
-							bins = append(bins, timelineOf(pol, res)...)
+							bins = append(bins, timelineOf(*timeline, pol, res)...)
 						}
 					}
 				}
@@ -131,7 +131,15 @@ func TestFleetSim(t *testing.T) {
 		}
 	}
 	if len(bins) > 0 {
-		if err := writeTimeline(filepath.Join(filepath.Dir(*csvPath), "fleet-sim-timeline.csv"), bins); err != nil {
+		path := filepath.Join(filepath.Dir(*csvPath), "fleet-sim-timeline.csv")
+		old, err := readTimeline(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		old = slices.DeleteFunc(old, func(o timelineRow) bool {
+			return o.Run != *timeline || slices.ContainsFunc(bins, func(b timelineRow) bool { return b.Policy == o.Policy })
+		})
+		if err := writeTimeline(path, append(old, bins...)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +160,8 @@ func TestFleetSimPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Dir(*csvPath)
-	if err := drawScale(filepath.Join(dir, "fleet-sim.png"), rows); err != nil {
+	plotted := slices.DeleteFunc(slices.Clone(rows), func(r Row) bool { return r.QueueLength != *queueLen })
+	if err := drawScale(filepath.Join(dir, "fleet-sim.png"), plotted); err != nil {
 		t.Fatal(err)
 	}
 	bins, err := readTimeline(filepath.Join(dir, "fleet-sim-timeline.csv"))
@@ -162,6 +171,11 @@ func TestFleetSimPlot(t *testing.T) {
 	if err := drawTimeline(filepath.Join(dir, "fleet-sim-timeline.png"), bins); err != nil {
 		t.Fatal(err)
 	}
+	var table strings.Builder
+	if err := WriteTable(&table, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the runs of %s:\n%s", *csvPath, table.String())
 }
 
 func ints(s string) ([]int, error) {

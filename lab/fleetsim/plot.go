@@ -23,6 +23,8 @@ var policyColours = map[string]color.Color{
 	"new":   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
+var policyOrder = []string{"none", "rev6", "rev6~", "new"}
+
 var policyNames = map[string]string{
 	"none": "no budget", "rev6": "revision 6's schedule", "rev6~": "r fixed near 1", "new": "the new schedule",
 }
@@ -73,9 +75,10 @@ func drawScale(path string, rows []Row) error {
 			p.Y.Label.Text = pn.ylabel
 			p.X.Label.Text = "processes"
 			p.X.Scale = plot.LogScale{}
-			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+			p.X.Tick.Marker = plot.ConstantTicks{{Value: 48, Label: "48"}, {Value: 500, Label: "500"},
+				{Value: 5000, Label: "5,000"}, {Value: 50000, Label: "50,000"}}
 			p.Add(plotter.NewGrid())
-			for _, pol := range []string{"none", "rev6", "rev6~", "new"} {
+			for _, pol := range policyOrder {
 				for _, w := range []int{4, 1} {
 					pts := meanBy(rows, d, pol, w, pn.value)
 					if len(pts) == 0 {
@@ -134,10 +137,13 @@ func meanBy(rows []Row, d time.Duration, pol string, w int, value func(Row) floa
 // drawTimeline draws the requests per second of the timeline's run, a
 // panel per policy: all that reached the level, and the 429s.
 func drawTimeline(path string, bins []timelineRow) error {
+	if len(bins) == 0 {
+		return fmt.Errorf("fleetsim: no timeline to draw")
+	}
 	var pols []string
-	for _, b := range bins {
-		if !slices.Contains(pols, b.Policy) {
-			pols = append(pols, b.Policy)
+	for _, pol := range policyOrder {
+		if slices.ContainsFunc(bins, func(b timelineRow) bool { return b.Policy == pol }) {
+			pols = append(pols, pol)
 		}
 	}
 	const width, height = 7 * vg.Inch, 4 * vg.Inch
@@ -147,7 +153,7 @@ func drawTimeline(path string, bins []timelineRow) error {
 		PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
 	for i, pol := range pols {
 		p := plot.New()
-		p.Title.Text = policyNames[pol]
+		p.Title.Text = fmt.Sprintf("%s (processes x workers x outage: %s)", policyNames[pol], bins[0].Run)
 		p.X.Label.Text = "seconds from the outage's start"
 		p.Y.Label.Text = "requests per second"
 		p.Add(plotter.NewGrid())

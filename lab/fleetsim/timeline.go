@@ -11,16 +11,16 @@ import (
 	"github.com/kuberetry/retry/lab/internal/apfsim"
 )
 
-// timelineRow is one bin of one run: its requests by what the level did,
-// at At from the outage's start.
+// timelineRow is one bin of one run (Run: PROCESSESxWORKERSxOUTAGE): its
+// requests by what the level did, at At from the outage's start.
 type timelineRow struct {
-	Policy                      string
+	Run, Policy                 string
 	At                          time.Duration
 	Arrived, OK, TooMany, Reset int64
 }
 
 // timelineOf returns res's bins from 1s before the outage to 5s after it.
-func timelineOf(policy string, res *apfsim.Result) []timelineRow {
+func timelineOf(run, policy string, res *apfsim.Result) []timelineRow {
 	var out []timelineRow
 	s := res.Stats
 	for i := range s.Bins() {
@@ -29,19 +29,19 @@ func timelineOf(policy string, res *apfsim.Result) []timelineRow {
 			continue
 		}
 		a, o, t, r := s.Count(i)
-		out = append(out, timelineRow{policy, at, a, o, t, r})
+		out = append(out, timelineRow{run, policy, at, a, o, t, r})
 	}
 	return out
 }
 
-var timelineHeader = []string{"policy", "t_s", "arrived", "ok", "too_many", "reset"}
+var timelineHeader = []string{"run", "policy", "t_s", "arrived", "ok", "too_many", "reset"}
 
 func writeTimeline(path string, rows []timelineRow) error {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	_ = w.Write(timelineHeader)
 	for _, r := range rows {
-		_ = w.Write([]string{r.Policy, strconv.FormatFloat(r.At.Seconds(), 'f', 3, 64),
+		_ = w.Write([]string{r.Run, r.Policy, strconv.FormatFloat(r.At.Seconds(), 'f', 3, 64),
 			strconv.FormatInt(r.Arrived, 10), strconv.FormatInt(r.OK, 10),
 			strconv.FormatInt(r.TooMany, 10), strconv.FormatInt(r.Reset, 10)})
 	}
@@ -67,8 +67,8 @@ func readTimeline(path string) ([]timelineRow, error) {
 			return nil, fmt.Errorf("fleetsim: %s line %d: %d columns, want %d", path, n+2, len(rec), len(timelineHeader))
 		}
 		p := parser{rec: rec}
-		out = append(out, timelineRow{rec[0], time.Duration(p.float(1) * float64(time.Second)),
-			int64(p.int(2)), int64(p.int(3)), int64(p.int(4)), int64(p.int(5))})
+		out = append(out, timelineRow{rec[0], rec[1], time.Duration(p.float(2) * float64(time.Second)),
+			int64(p.int(3)), int64(p.int(4)), int64(p.int(5)), int64(p.int(6))})
 		if p.err != nil {
 			return nil, fmt.Errorf("fleetsim: %s line %d: %w", path, n+2, p.err)
 		}
