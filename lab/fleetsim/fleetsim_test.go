@@ -31,6 +31,8 @@ var (
 	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV, in place of that policy's rows")
 	plots    = flag.Bool("fleetsim.plot", false, "draw the PNGs beside the CSV from it")
 	goals    = flag.Bool("fleetsim.goals", false, "fail when the new schedule misses a goal at 5,000 processes")
+	realCSV  = flag.String("fleetsim.real", "", "make fleet's fleet-apiserver.csv: print its figures beside the simulation's at 48 x 4 (with -fleetsim.plot)")
+	realPair = flag.String("fleetsim.pairs", "no budget=none,NewBudget()=new", "the real runs' policies and the simulation's to set beside them")
 	queueLen = flag.Int("fleetsim.queue", 20, "the level's queue length limit")
 	getExec  = flag.Duration("fleetsim.get", 6*time.Millisecond, "mean execution time of a GET")
 	putExec  = flag.Duration("fleetsim.put", 12*time.Millisecond, "mean execution time of a PUT")
@@ -176,6 +178,31 @@ func TestFleetSimPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the runs of %s:\n%s", *csvPath, table.String())
+	if *realCSV == "" {
+		return
+	}
+	f, err := os.Open(*realCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	runs, err := ReadReal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pairs [][2]string
+	for _, p := range strings.Split(*realPair, ",") {
+		a, b, ok := strings.Cut(p, "=")
+		if !ok {
+			t.Fatalf("-fleetsim.pairs: %q is not REAL=SIM", p)
+		}
+		pairs = append(pairs, [2]string{a, b})
+	}
+	var check strings.Builder
+	if err := WriteCheck(&check, runs, rows, pairs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the real apiserver beside the simulation:\n%s", check.String())
 }
 
 func ints(s string) ([]int, error) {
