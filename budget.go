@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -64,19 +65,29 @@ type Budget struct {
 	// nothing, until the hold ends or its context ends (the error then
 	// matches both the context's error and [ErrBudgetExhausted]); a loop
 	// whose fn takes no context is refused at once, and on the wire so is a
-	// retry of a held scope. One probe at a time goes meanwhile: Hold after
-	// the start, then at an interval doubling up to 5 x Hold or 1s,
-	// whichever is less. Any success of the scope ends its hold and lets
+	// retry of a held scope. One probe at a time goes meanwhile, after a
+	// wait drawn from half to all of an interval that starts at Hold and
+	// doubles up to 5 x Hold or 1s, whichever is less, and never before a
+	// 429's Retry-After. Any success of the scope ends its hold and lets
 	// every waiting call go. Errors name the scope ("writes of
 	// deployments.apps are held"); [Budget.OnHold] and [Budget.Held] show
 	// the holds. See docs/budget.md.
 	Hold time.Duration
+	// Rand is the source of the probes' random waits, numbers in [0, 1);
+	// nil means math/rand/v2's Float64. A number outside [0, 1] is taken as
+	// the nearest end of it, NaN as 0. It is called with the budget's lock
+	// held: it must not call the Budget. See docs/budget.md.
+	Rand func() float64
 
-	// OnHold, when set, is called once when a scope's hold starts and once
-	// when it ends (a scope that a full table replaces ends too). It is
-	// called outside the budget's locks, on the goroutine whose attempt or
-	// request started or ended the hold; the calls for one scope come in
-	// order, its start then its end, and never overlap. It must return
+	// OnHold, when set, is called once when a scope's hold starts, as a
+	// reminder while it lasts, and once when it ends (a scope that a full
+	// table replaces ends too). A reminder (Ended false, the Since of the
+	// start delivered before it, Err the latest failure) comes with a
+	// failed probe 10s after the start, then after waits doubling up to 2
+	// minutes. It
+	// is called outside the budget's locks, on the goroutine whose attempt
+	// or request made the event; the calls for one scope come in order, its
+	// start, its reminders, its end, and never overlap. It must return
 	// quickly (it delays that goroutine) and may call [Budget.Held] and
 	// [Budget.Stats]: during a start's call the scope is listed by Held,
 	// during an end's it is not. An end repeats its start's Since and Err.
@@ -108,8 +119,8 @@ type BudgetStats struct {
 }
 
 // NewBudget returns a Budget for a controller talking to one API server:
-// Ratio 0.1, MinPerSecond 3, Window 1s and Hold 100ms (so its probes go
-// 0.1, 0.2, 0.4, then every 0.5s). Put it on the controller's rest.Config
+// Ratio 0.1, MinPerSecond 3, Window 1s and Hold 100ms (so its probes
+// wait from half to all of 0.1, 0.2, 0.4, then 0.5s each). Put it on the controller's rest.Config
 // (cfg.Wrap(budget.WrapTransport)); see docs/budget.md for what these
 // values do, and docs/outages.md for how they were chosen and measured.
 func NewBudget() *Budget {
@@ -274,7 +285,11 @@ func (b *Budget) withdraw(afterTransient bool, last error) bool {
 	if afterTransient {
 		failed = b.loopScope()
 	}
-	_, _, ok := b.chargeRetry(scope{}, scope{}, false, failed, failure{err: last})
+	var cause failure
+	if afterTransient {
+		cause = errFailure(last, b.time().holdClock().Now())
+	}
+	_, _, ok := b.chargeRetry(scope{}, scope{}, false, failed, cause)
 	return ok
 }
 
@@ -286,7 +301,11 @@ func (b *Budget) observe(first bool, probe uint64, out outcome, err error) {
 	} else if s.kind == noScope {
 		return
 	}
-	b.observeScopes(first, probe, observation{scope: s, out: out, cause: failure{err: err}}, observation{})
+	var cause failure
+	if out == failedTransiently {
+		cause = errFailure(err, b.time().holdClock().Now())
+	}
+	b.observeScopes(first, probe, observation{scope: s, out: out, cause: cause}, observation{})
 }
 
 func (b *Budget) onWire() bool { return b.wire.Load() != nil }
@@ -295,7 +314,13 @@ func (b *Budget) limits() windowLimits {
 	return windowLimits{window: b.Window, ratio: b.Ratio, floor: b.MinPerSecond * b.Window.Seconds()}
 }
 
-func (b *Budget) timing() holdTiming { return newHoldTiming(b.Hold) }
+func (b *Budget) timing() holdTiming {
+	r := b.Rand
+	if r == nil {
+		r = rand.Float64
+	}
+	return newHoldTiming(b.Hold, r)
+}
 
 func (b *Budget) now() time.Time { return b.time().now() }
 

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 var (
@@ -109,3 +110,24 @@ func (e *wireRefusal) Error() string {
 }
 
 func (e *wireRefusal) Unwrap() error { return ErrBudgetExhausted }
+
+// probeError is the error of a probe that failed with no HTTP answer: it
+// names the scope probed and how long it has been held, then err's text,
+// which stays the message's suffix (client-go matches some errors by
+// their text); it wraps err, and does not match ErrBudgetExhausted: the
+// request was sent.
+type probeError struct {
+	scope scope
+	held  time.Duration
+	err   error
+}
+
+func (e *probeError) Error() string {
+	held := e.held.Round(time.Millisecond)
+	if held >= time.Second {
+		held = e.held.Round(100 * time.Millisecond)
+	}
+	return "retry: probe of " + e.scope.String() + ", held for " + held.String() + ": " + e.err.Error()
+}
+
+func (e *probeError) Unwrap() error { return e.err }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // HoldEvent describes one scope's hold: its start, or its end, as
@@ -30,9 +32,25 @@ type HoldEvent struct {
 	Waited int
 }
 
-// event is h's HoldEvent. Called with the table's lock held.
-func (h *scopeHold) event(ended bool) HoldEvent {
-	e := HoldEvent{Ended: ended, Since: h.since, Err: h.cause, Probes: h.probes, Waited: h.waited}
+// eventKind is what a HoldEvent tells of its hold.
+type eventKind uint8
+
+const (
+	holdStarted  eventKind = iota
+	holdReminded           // still on: a reminder, or Held's listing
+	holdEnded
+)
+
+// event is h's HoldEvent of the given kind: a start's and an end's Err is
+// the failure that started the hold, a reminder's the latest. Called with
+// the table's lock held.
+func (h *scopeHold) event(kind eventKind) HoldEvent {
+	e := HoldEvent{Ended: kind == holdEnded, Since: h.since, Err: h.cause, Probes: h.probes, Waited: h.waited}
+	if kind == holdReminded {
+		if latest := h.latest.error(); latest != nil {
+			e.Err = latest
+		}
+	}
 	if h.key.kind != loopsScope {
 		e.Scope = h.key.String()
 	}
@@ -57,34 +75,59 @@ func (v *holdEvents) list() []HoldEvent {
 	}
 	events := make([]HoldEvent, len(v.shown))
 	for i, h := range v.shown {
-		events[i] = h.event(false)
+		events[i] = h.event(holdReminded)
 	}
 	// shown is in the order the starts were delivered; Since orders them.
 	slices.SortStableFunc(events, func(a, b HoldEvent) int { return a.Since.Compare(b.Since) })
 	return events
 }
 
-// holdChanges lists, in the order the table made them, the holds that one
-// call started or ended: at most two scopes per call, each of which may
-// end another's hold (a full table) and start its own.
+// holdChanges lists, in the order the table made them, the events that
+// one call made: at most two scopes per call, each of which may end
+// another's hold (a full table) and start its own, or be reminded of.
+// after is the event each waits for (nil: none) besides its hold's start.
 type holdChanges struct {
 	n     int
 	holds [4]*scopeHold
-	ended [4]bool
+	kinds [4]eventKind
+	after [4]chan struct{}
 }
 
-func (c *holdChanges) add(h *scopeHold, ended bool) {
-	c.holds[c.n], c.ended[c.n] = h, ended
+func (c *holdChanges) add(h *scopeHold, kind eventKind, after chan struct{}) {
+	c.holds[c.n], c.kinds[c.n], c.after[c.n] = h, kind, after
 	c.n++
 }
 
 // began records in ch that h's hold, just started (h.start), started at
 // now after cause. Called with the table's lock held.
 func (v *holdEvents) began(h *scopeHold, now time.Time, cause failure, ch *holdChanges) {
-	h.since, h.cause = now, cause.error()
+	h.since, h.cause, h.latest = now, cause.error(), cause
+	h.remindAt, h.remindGap, h.reminding = now.Add(remindFirst), 2*remindFirst, nil
 	h.started, h.ended = make(chan struct{}), make(chan struct{})
-	h.prev = v.ending[h.key]
-	ch.add(h, false)
+	var after chan struct{}
+	if prev := v.ending[h.key]; prev != nil {
+		after = prev.ended
+	}
+	ch.add(h, holdStarted, after)
+}
+
+// remind records in ch a reminder of h's hold, at now, when one is due
+// and the one before it is delivered, and sets when the next is due.
+// Called with the table's lock held.
+func (v *holdEvents) remind(h *scopeHold, now time.Time, ch *holdChanges) {
+	if !h.on || now.Before(h.remindAt) {
+		return
+	}
+	if r := h.reminding; r != nil {
+		select {
+		case <-r:
+		default:
+			return
+		}
+	}
+	h.reminding = make(chan struct{})
+	h.remindAt, h.remindGap = now.Add(h.remindGap), min(2*h.remindGap, remindMax)
+	ch.add(h, holdReminded, nil)
 }
 
 // end ends h's hold, if on, and records it in ch. Called with the table's
@@ -98,85 +141,118 @@ func (v *holdEvents) end(h *scopeHold, ch *holdChanges) {
 		v.ending = make(map[scope]*scopeHold)
 	}
 	v.ending[h.key] = h
-	ch.add(h, true)
+	ch.add(h, holdEnded, h.reminding)
 }
 
 // deliver delivers the events of ch from its i-th on, in order, outside
 // mu (the table's lock, which guards v): each to onHold (nil: none),
 // after the scope's event before it was delivered, so that a scope's
-// events come one at a time, each hold's start before its end. A panic in
-// onHold goes on once the remaining events are delivered: no scope's
-// events stop.
+// events come one at a time: each hold's start, its reminders, its end. A
+// panic in onHold goes on once the remaining events are delivered: no
+// scope's events stop.
 func (v *holdEvents) deliver(mu *sync.Mutex, onHold func(HoldEvent), ch holdChanges, i int) {
 	if i >= ch.n {
 		return
 	}
 	defer v.deliver(mu, onHold, ch, i+1)
-	h, ended := ch.holds[i], ch.ended[i]
-	if ended {
+	h, kind := ch.holds[i], ch.kinds[i]
+	if kind != holdStarted {
 		<-h.started
-	} else if prev := h.prev; prev != nil {
-		<-prev.ended
 	}
-	defer v.delivered(mu, h, ended)
+	if after := ch.after[i]; after != nil {
+		<-after
+	}
+	defer v.delivered(mu, h, kind)
 	mu.Lock()
-	if ended {
+	switch kind {
+	case holdStarted:
+		h.shown = true
+		v.shown = append(v.shown, h)
+	case holdEnded:
 		h.shown = false
 		if i := slices.Index(v.shown, h); i >= 0 {
 			v.shown = slices.Delete(v.shown, i, i+1)
 		}
-	} else {
-		h.prev, h.shown = nil, true
-		v.shown = append(v.shown, h)
 	}
-	e := h.event(ended)
+	e := h.event(kind)
 	mu.Unlock()
 	if onHold != nil {
 		onHold(e)
 	}
 }
 
-// delivered marks h's event delivered (or its OnHold call panicked), so
-// that the scope's next event may go.
-func (v *holdEvents) delivered(mu *sync.Mutex, h *scopeHold, ended bool) {
-	if !ended {
+// delivered marks h's event of kind delivered (or its OnHold call
+// panicked), so that the scope's next event may go.
+func (v *holdEvents) delivered(mu *sync.Mutex, h *scopeHold, kind eventKind) {
+	switch kind {
+	case holdStarted:
 		close(h.started)
-		return
+	case holdReminded:
+		mu.Lock()
+		r := h.reminding
+		mu.Unlock()
+		close(r)
+	case holdEnded:
+		mu.Lock()
+		if v.ending[h.key] == h {
+			delete(v.ending, h.key)
+		}
+		mu.Unlock()
+		close(h.ended)
 	}
-	mu.Lock()
-	if v.ending[h.key] == h {
-		delete(v.ending, h.key)
-	}
-	mu.Unlock()
-	close(h.ended)
 }
 
 // failure is a transient failure, kept as it came until a hold that it
 // starts needs it as an error: a request's error, or an HTTP answer's
-// status (code 0: none).
+// status (code 0: none); for a 429, the Retry-After it asked for at at (0:
+// none).
 type failure struct {
-	err    error
-	code   int
-	status string
+	err        error
+	code       int
+	status     string
+	retryAfter time.Duration
+	at         time.Time
 }
 
-// error returns the failure as HoldEvent.Err.
+// error returns the failure as HoldEvent.Err: nil for none.
 func (f failure) error() error {
-	if f.code != 0 {
-		return &statusError{code: f.code, status: f.status}
+	switch {
+	case f.code != 0:
+		return &statusError{code: f.code, status: f.status, retryAfter: f.retryAfter}
+	case f.err != nil && f.retryAfter > 0:
+		return &retryAfterError{err: f.err, retryAfter: f.retryAfter}
 	}
 	return f.err
 }
 
-// answerFailure is the failure of an HTTP answer resp.
-func answerFailure(resp *http.Response) failure {
-	return failure{code: resp.StatusCode, status: resp.Status}
+// answerFailure is the failure of an HTTP answer resp, received at now.
+func answerFailure(resp *http.Response, now time.Time) failure {
+	f := failure{code: resp.StatusCode, status: resp.Status}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		if d, ok := ResponseRetryAfter(resp, now); ok {
+			f.retryAfter, f.at = d, now
+		}
+	}
+	return f
+}
+
+// errFailure is the failure of an attempt that returned err at now: a
+// 429's keeps the delay that the API error suggests.
+func errFailure(err error, now time.Time) failure {
+	f := failure{err: err}
+	if apierrors.IsTooManyRequests(err) {
+		if d, ok := RetryAfter(err); ok {
+			f.retryAfter, f.at = d, now
+		}
+	}
+	return f
 }
 
 // statusError is the failure of an HTTP answer, for HoldEvent.Err.
 type statusError struct {
-	code   int
-	status string // as net/http gives it: "503 Service Unavailable"; "" to make
+	code       int
+	status     string // as net/http gives it: "503 Service Unavailable"; "" to make
+	retryAfter time.Duration
 }
 
 func (e *statusError) Error() string {
@@ -184,5 +260,23 @@ func (e *statusError) Error() string {
 	if status == "" {
 		status = strconv.Itoa(e.code) + " " + http.StatusText(e.code)
 	}
-	return "retry: the server answered " + status
+	return "retry: the server answered " + status + retryAfterText(e.retryAfter)
+}
+
+// retryAfterError is an attempt's 429 with the Retry-After it asked for,
+// for HoldEvent.Err.
+type retryAfterError struct {
+	err        error
+	retryAfter time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() + retryAfterText(e.retryAfter) }
+
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+func retryAfterText(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return " (Retry-After " + d.String() + ")"
 }

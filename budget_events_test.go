@@ -18,10 +18,11 @@ import (
 )
 
 // holdLog records a Budget's hold events and checks, in each OnHold
-// call, the rules every event keeps: a scope's events alternate, start
-// first; two calls of one scope never overlap; an end repeats its start's
-// Since and Err; Held lists the scope during a start's call and not during
-// an end's.
+// call, the rules every event keeps: a scope's holds alternate, start
+// first, a reminder (its start's Since) only between a start and its
+// end; two calls of one scope never overlap; an end repeats
+// its start's Since and Err; Held lists the scope during a start's or a
+// reminder's call and not during an end's.
 type holdLog struct {
 	t      testing.TB
 	budget *retry.Budget
@@ -45,7 +46,7 @@ func (l *holdLog) onHold(e retry.HoldEvent) {
 	l.inCall[e.Scope] = true
 	start, open := l.open[e.Scope]
 	switch {
-	case !e.Ended && open:
+	case !e.Ended && open && !e.Since.Equal(start.Since):
 		l.t.Errorf("%q started again before its end", e.Scope)
 	case e.Ended && !open:
 		l.t.Errorf("%q ended without a start", e.Scope)
@@ -54,7 +55,7 @@ func (l *holdLog) onHold(e retry.HoldEvent) {
 	}
 	if e.Ended {
 		delete(l.open, e.Scope)
-	} else {
+	} else if !open {
 		l.open[e.Scope] = e
 	}
 	l.events = append(l.events, e)

@@ -12,7 +12,7 @@ import (
 func TestScopeHoldProbes(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	timing := newHoldTiming(200 * time.Millisecond) // max interval 1s (5 x Hold)
+	timing := newHoldTiming(200*time.Millisecond, fullInterval) // max interval 1s (5 x Hold)
 	var h scopeHold
 	for i := range holdFailures {
 		if h.on {
@@ -65,7 +65,7 @@ func TestScopeHoldProbes(t *testing.T) {
 func TestScopeHoldFailuresSpan(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	timing := newHoldTiming(100 * time.Millisecond)
+	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	var h scopeHold
 	for i := range 5 {
 		h.failedFirst(start.Add(time.Duration(i)*500*time.Millisecond), timing)
@@ -86,7 +86,7 @@ func TestHoldTimingCap(t *testing.T) {
 		300 * time.Millisecond: time.Second,
 		2 * time.Second:        2 * time.Second,
 	} {
-		if got := newHoldTiming(hold).maxInterval; got != want {
+		if got := newHoldTiming(hold, fullInterval).maxInterval; got != want {
 			t.Errorf("Hold %v: the interval's cap is %v, want %v", hold, got, want)
 		}
 	}

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 )
@@ -117,11 +118,12 @@ func (t *holdTable) start(s scope, now time.Time, timing holdTiming, cause failu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.failing(s, now, timing, &ch)
-	h.lastFailure = now
+	h.lastFailure, h.latest = now, cause
 	if !h.on {
 		h.start(now, timing)
 		t.events.began(h, now, cause, &ch)
 	}
+	h.throttled(cause.at, cause.retryAfter, timing)
 	return ch
 }
 
@@ -136,10 +138,10 @@ type observation struct {
 // observe takes what an attempt said about its scopes: a first attempt
 // (first) or a retry, sent as the probe id (0: not a probe). A success
 // ends a scope's hold and forgets the scope; a probe that did not succeed
-// frees its slot, and doubles the interval when it failed; a transient
-// failure counts against the scope, and a first attempt's may start its
-// hold. It returns the holds it started or ended, whose events are to be
-// delivered.
+// frees its slot, and doubles the interval when it failed (a reminder may
+// then be due); a transient failure counts against the scope, a first
+// attempt's may start its hold, and a 429's Retry-After holds the next
+// probe back. It returns the events it made, to be delivered.
 func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing holdTiming, obs ...observation) (ch holdChanges) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -159,15 +161,17 @@ func (t *holdTable) observe(first bool, probe uint64, ts timeSource, timing hold
 			if h == nil {
 				h = t.failing(o.scope, now, timing, &ch)
 			}
-			h.lastFailure = now
+			h.lastFailure, h.latest = now, o.cause
 			switch {
 			case probe != 0 && h.probe == probe:
 				h.probeEnded(probe, true, timing)
+				t.events.remind(h, now, &ch)
 			case first && !h.on:
 				if h.failedFirst(now, timing); h.on {
 					t.events.began(h, now, o.cause, &ch)
 				}
 			}
+			h.throttled(o.cause.at, o.cause.retryAfter, timing)
 		case h != nil && probe != 0:
 			h.probeEnded(probe, false, timing)
 		}
@@ -207,6 +211,23 @@ func (t *holdTable) failing(s scope, now time.Time, timing holdTiming, ch *holdC
 	h := &scopeHold{key: s.detached()}
 	t.scopes[h.key] = h
 	return h
+}
+
+// probeFailed returns the error of probe id, which failed with err, an
+// error of the transport: err named with the scope probed and how long it
+// has been held (see probeError), or err when the hold ended meanwhile.
+func (t *holdTable) probeFailed(id uint64, first, second scope, ts timeSource, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF { // client-go compares these, not their text
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range [2]scope{first, second} {
+		if h := t.scopes[s]; h != nil && h.on && h.lastProbe == id {
+			return &probeError{scope: h.key, held: ts.holdClock().Since(h.since), err: err}
+		}
+	}
+	return err
 }
 
 // counts returns the first attempts that waited, the probes, and the

@@ -30,7 +30,7 @@ func failThrice(table *holdTable, clk *testingclock.FakeClock, timing holdTiming
 func TestHoldTableBounded(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	timing := newHoldTiming(100 * time.Millisecond)
+	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	ts := timeSource{clk}
 	var table holdTable
 
@@ -76,7 +76,7 @@ func TestHoldTableBounded(t *testing.T) {
 func TestHoldTableForgetsOnSuccess(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	timing := newHoldTiming(100 * time.Millisecond)
+	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	ts := timeSource{clk}
 	var table holdTable
 	a, b := resourceNamed("a"), resourceNamed("b")
@@ -107,7 +107,7 @@ func TestHoldTableForgetsOnSuccess(t *testing.T) {
 func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	timing := newHoldTiming(100 * time.Millisecond)
+	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	ts := timeSource{clk}
 	var table holdTable
 	server := scope{kind: serverScope, scheme: "https", host: "h:6443"}

@@ -101,11 +101,14 @@ func (t *budgetTransport) roundTrip(req *http.Request) (resp *http.Response, aga
 	case err != nil:
 		failed.err = err
 	case onServer == failedTransiently || onResource == failedTransiently:
-		failed = answerFailure(resp)
+		failed = answerFailure(resp, b.time().holdClock().Now())
 	}
 	again = probe != 0 && err != nil && resends && !isWatch(req.URL)
 	if !again {
 		t.resends.settle(req, b.time(), resentAfter(resends, onServer), known, failed)
+		if probe != 0 && err != nil && onServer == failedTransiently {
+			err = b.holds.probeFailed(probe, server, resource, b.time(), err)
+		}
 	}
 	observed := false
 	defer func() {

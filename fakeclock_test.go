@@ -66,9 +66,10 @@ var (
 )
 
 // newBudget is the tests' one builder of a Budget: retry limits lim,
-// Hold hold, on clk (nil: real time).
+// Hold hold, on clk (nil: real time), each probe waiting its whole
+// interval (fullInterval).
 func newBudget(clk *testingclock.FakeClock, lim budgetLimits, hold time.Duration) *retry.Budget {
-	b := &retry.Budget{Ratio: lim.ratio, MinPerSecond: lim.minPerSecond, Window: lim.window, Hold: hold}
+	b := &retry.Budget{Ratio: lim.ratio, MinPerSecond: lim.minPerSecond, Window: lim.window, Hold: hold, Rand: fullInterval}
 	if clk != nil {
 		b.Clock = clk
 	}
@@ -93,6 +94,10 @@ func startHold(t testing.TB, b *retry.Budget) {
 		retry.WithBudget(b), retry.WithSleeper(&fakeSleeper{}))
 	require.ErrorIs(t, err, retry.ErrBudgetExhausted)
 }
+
+// fullInterval is a Budget's Rand that makes each probe wait its whole
+// interval, the schedule's upper bound, so that tests know when it goes.
+func fullInterval() float64 { return 1 }
 
 // wgGo runs f in a goroutine counted by wg: sync.WaitGroup.Go (Go 1.25)
 // for the module's Go 1.22 floor.

@@ -75,11 +75,14 @@ func TestFleetOutage(t *testing.T) {
 		}
 		return n
 	}
-	model := holdModel(retry.NewBudget(), outage.Workload.Outage)
+	// The probes' waits are drawn from half to all of each interval:
+	// fewest probes with whole ones, most with halves.
+	model := holdModel(retry.NewBudget(), outage.Workload.Outage, 1)
+	most := holdModel(retry.NewBudget(), outage.Workload.Outage, 0.5)
 	t.Logf("requests during the outage: one controller of %d workers %d with NewBudget(), %d without; "+
-		"the fleet of %d controllers of %d %d with (%.1f a controller; the hold's rules: %d), %d without (%.1f a controller)",
+		"the fleet of %d controllers of %d %d with (%.1f a controller; the hold's rules: %d to %d), %d without (%.1f a controller)",
 		outage.Workload.Workers, one.OutageRequests(), none.OutageRequests(),
-		fleetControllers, fleetWorkers, sum(fleet), float64(sum(fleet))/fleetControllers, model,
+		fleetControllers, fleetWorkers, sum(fleet), float64(sum(fleet))/fleetControllers, model, most,
 		sum(fleetNone), float64(sum(fleetNone))/fleetControllers)
 
 	for _, r := range rs {
@@ -96,9 +99,9 @@ func TestFleetOutage(t *testing.T) {
 	for _, r := range append([]*outage.Result{one}, fleet...) {
 		// The failures that start the hold may be of requests sent just
 		// before the outage began, and its last probe may fall after it.
-		if n, lo, hi := r.OutageRequests(), model-4, holdBound(r, model); n < lo || n > hi {
-			t.Errorf("NewBudget(), %d workers: %d requests during the outage, want %d to %d (the hold's rules give %d a process; budget during it %+v)",
-				r.Sched.Workers, n, lo, hi, model, r.BudgetDelta(outage.During, outage.After))
+		if n, lo, hi := r.OutageRequests(), model-4, holdBound(r, most); n < lo || n > hi {
+			t.Errorf("NewBudget(), %d workers: %d requests during the outage, want %d to %d (the hold's rules give %d to %d a process; budget during it %+v)",
+				r.Sched.Workers, n, lo, hi, model, most, r.BudgetDelta(outage.During, outage.After))
 		}
 	}
 	if sum(fleet) >= sum(fleetNone) {
@@ -121,13 +124,15 @@ func holdBound(r *outage.Result, model int) int {
 // holdModel is what one process with budget b sends during an outage of
 // d in which every request fails at once, by the hold's rules: the 3
 // first attempts whose failures start the hold, then one probe at a time,
-// the first Hold later, each next one an interval later, the interval
-// doubling from Hold to at most 5 x Hold or 1s. It does not depend on
-// the number of workers: what a fleet sends grows with its processes.
-func holdModel(b *retry.Budget, d time.Duration) int {
+// each part of an interval (f: its share, from 0.5 to 1) after the
+// previous one or the start, the interval doubling from Hold to at most
+// 5 x Hold or 1s. It does not depend on the number of workers: what a
+// fleet sends grows with its processes.
+func holdModel(b *retry.Budget, d time.Duration, f float64) int {
 	limit := max(min(5*b.Hold, time.Second), b.Hold)
+	wait := func(interval time.Duration) time.Duration { return time.Duration(f * float64(interval)) }
 	n := 3
-	for at, interval := b.Hold, b.Hold; at < d; at += interval {
+	for at, interval := wait(b.Hold), b.Hold; at < d; at += wait(interval) {
 		n++
 		interval = min(2*interval, limit)
 	}
