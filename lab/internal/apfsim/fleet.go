@@ -174,21 +174,31 @@ func (f Fleet) Run(ctx context.Context) (*Result, error) {
 }
 
 // work is one worker: it starts at a random time within the first Pace,
-// then calls (a GET then a PUT of its object, in its own loop), and calls
-// again Pace after a success, or after Requeue's wait after a failure,
-// until ctx ends. after is called after each call that succeeded.
+// then calls, in its own loop: a PUT of its object from the copy its last
+// call stored, a GET before it only on its first call (as the fleet on
+// the real apiserver, whose workers write from what they stored, and read
+// only first and after a Conflict; the level keeps no versions, so no
+// Conflict comes). It calls again Pace after a success, or after
+// Requeue's wait after a failure, until ctx ends. after is called after
+// each call that succeeded.
 func (f Fleet) work(ctx context.Context, c *Client, path string, after func()) {
 	body := []byte(`{"kind":"ConfigMap","apiVersion":"v1"}`)
 	if sleep(ctx, time.Duration(rand.Int64N(int64(f.Pace)))) != nil {
 		return
 	}
-	failures := 0
+	failures, stored := 0, false
 	for {
 		err := retry.OnErrorWithContext(ctx, LoopBackoff, retry.IsTransient, func(ctx context.Context) error {
-			if err := c.Do(ctx, http.MethodGet, path, nil); err != nil {
+			if !stored {
+				if err := c.Do(ctx, http.MethodGet, path, nil); err != nil {
+					return err
+				}
+			}
+			if err := c.Do(ctx, http.MethodPut, path, body); err != nil {
 				return err
 			}
-			return c.Do(ctx, http.MethodPut, path, body)
+			stored = true
+			return nil
 		})
 		if ctx.Err() != nil {
 			return
