@@ -32,7 +32,7 @@ var (
 	plots    = flag.Bool("fleetsim.plot", false, "draw the PNGs beside the CSV from it")
 	goals    = flag.Bool("fleetsim.goals", false, "fail when the new schedule misses a goal at 5,000 processes")
 	realCSV  = flag.String("fleetsim.real", "", "make fleet's fleet-apiserver.csv: print its figures beside the simulation's at 48 x 4 (with -fleetsim.plot)")
-	realPair = flag.String("fleetsim.pairs", "no budget=none,NewBudget()=new", "the real runs' policies and the simulation's to set beside them")
+	realPair = flag.String("fleetsim.pairs", "no budget=none;NewBudget(), r fixed near 1=rev6~;NewBudget()=new", "the real runs' policies and the simulation's to set beside them, ;-separated")
 	queueLen = flag.Int("fleetsim.queue", 20, "the level's queue length limit")
 	getExec  = flag.Duration("fleetsim.get", 6*time.Millisecond, "mean execution time of a GET")
 	putExec  = flag.Duration("fleetsim.put", 12*time.Millisecond, "mean execution time of a PUT")
@@ -166,18 +166,23 @@ func TestFleetSimPlot(t *testing.T) {
 	if err := drawScale(filepath.Join(dir, "fleet-sim.png"), plotted); err != nil {
 		t.Fatal(err)
 	}
-	bins, err := readTimeline(filepath.Join(dir, "fleet-sim-timeline.csv"))
-	if err != nil {
+	switch bins, err := readTimeline(filepath.Join(dir, "fleet-sim-timeline.csv")); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		t.Fatal(err)
-	}
-	if err := drawTimeline(filepath.Join(dir, "fleet-sim-timeline.png"), bins); err != nil {
-		t.Fatal(err)
+	default:
+		if err := drawTimeline(filepath.Join(dir, "fleet-sim-timeline.png"), bins); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var table strings.Builder
 	if err := WriteTable(&table, rows); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the runs of %s:\n%s", *csvPath, table.String())
+	for _, line := range checkGoals(rows) {
+		t.Log(line.text)
+	}
 	if *realCSV == "" {
 		return
 	}
@@ -191,7 +196,7 @@ func TestFleetSimPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pairs [][2]string
-	for _, p := range strings.Split(*realPair, ",") {
+	for _, p := range strings.Split(*realPair, ";") {
 		a, b, ok := strings.Cut(p, "=")
 		if !ok {
 			t.Fatalf("-fleetsim.pairs: %q is not REAL=SIM", p)

@@ -1,8 +1,10 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -46,6 +48,10 @@ func WriteTable(w io.Writer, rows []Row) error {
 		a.notBack += s.NotBack
 		a.retryAfter = max(a.retryAfter, s.MaxRetryAfter)
 	}
+	slices.SortStableFunc(order, func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.n, b.n), cmp.Compare(a.w, b.w), cmp.Compare(a.q, b.q), cmp.Compare(a.d, b.d),
+			cmp.Compare(slices.Index(policyOrder, a.pol), slices.Index(policyOrder, b.pol)))
+	})
 	ratio := func(x, base float64) string {
 		if base == 0 {
 			return "-"
