@@ -25,7 +25,7 @@ var (
 	sizes    = flag.String("fleetsim.sizes", "48,500,5000", "processes of the fleets, comma-separated")
 	workers  = flag.String("fleetsim.workers", "1,4", "workers of each process, comma-separated")
 	outages  = flag.String("fleetsim.outages", "5s,60s", "outage lengths, comma-separated")
-	policies = flag.String("fleetsim.policies", "none,rev6~,new", "policies: none, rev6 (only on revision 6's code, -tags fleetsim_rev6code), rev6~ (r near 1), new")
+	policies = flag.String("fleetsim.policies", "none,new", "policies: none, rev6 (only on revision 6's code, -tags fleetsim_rev6code), rev6~ (r near 1), new")
 	reps     = flag.Int("fleetsim.reps", 1, "runs of each combination")
 	csvPath  = flag.String("fleetsim.csv", "../../docs/fleet-sim.csv", "CSV of the runs; rows of the same combination are replaced, others kept")
 	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV, in place of that policy's rows")
