@@ -5,7 +5,7 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline fleet operator cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline fleet fleetsim fleetsim-rev6 operator cover bench bench-check bench-wait fuzz
 
 ## check: lint, the root module's tests, the ctrlretry module, the
 ## integration tests (CI runs make ci: this, lab and compat-edges)
@@ -115,6 +115,30 @@ fleet:
 ## a short outage costs the leadership)
 operator:
 	cd lab && $(GO) run ./cmd/operator $(OPERATOR_ARGS)
+
+## fleetsim: the fleet simulation of docs/fleet.md (lab/fleetsim): NewBudget()
+## in every process of fleets of 48 to 50,000 against a model of an APF
+## priority level, on testing/synctest's fake clock; writes docs/fleet-sim.csv
+## (rows of other combinations kept), docs/fleet-sim-timeline.csv and the
+## plots, and fails when the new schedule misses a goal at 5,000 processes
+## (FLEETSIM_ARGS="-fleetsim.sizes 48,500 -fleetsim.workers 4
+## -fleetsim.outages 5s -fleetsim.policies none,new -fleetsim.reps N"; the
+## default matrix, 48 to 5,000, takes about 20 minutes on 2 cores)
+FLEETSIM_ARGS ?=
+fleetsim:
+	cd lab && $(GO) test -count=1 -timeout 0 -run 'TestFleetSim$$' ./fleetsim -fleetsim -fleetsim.goals $(FLEETSIM_ARGS)
+	cd lab && $(GO) test -count=1 -run 'TestFleetSimPlot$$' ./fleetsim -fleetsim.plot
+
+## fleetsim-rev6: the same runs with revision 6's own schedule: the
+## simulation copied into a temporary worktree of FLEETSIM_REV6 (the library
+## before the jittered probes), its rows added to docs/fleet-sim.csv
+FLEETSIM_REV6 ?= ed68158
+fleetsim-rev6:
+	@tmp=$$(mktemp -d) && trap 'git worktree remove --force "$$tmp"' EXIT && \
+	git worktree add --detach "$$tmp" $(FLEETSIM_REV6) && \
+	cp -r lab/internal/apfsim "$$tmp/lab/internal/" && cp -r lab/fleetsim "$$tmp/lab/" && \
+	cd "$$tmp/lab" && $(GO) test -tags fleetsim_rev6code -count=1 -timeout 0 -run 'TestFleetSim$$' ./fleetsim \
+		-fleetsim -fleetsim.policies rev6 -fleetsim.csv "$(CURDIR)/docs/fleet-sim.csv" $(FLEETSIM_ARGS)
 
 ## cover: test coverage of the root module
 cover:
