@@ -17,13 +17,14 @@ func TestRules(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), retrylint.Analyzer, "typed", "ctrl", "wrapper", "nested")
 }
 
-// TestCachedRead runs the analyzer with -cached-read.
+// TestCachedRead runs the analyzer with -cached-read over the cached reads
+// and the guide's examples.
 func TestCachedRead(t *testing.T) {
 	if err := retrylint.Analyzer.Flags.Set("cached-read", "true"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = retrylint.Analyzer.Flags.Set("cached-read", "false") })
-	analysistest.Run(t, analysistest.TestData(), retrylint.Analyzer, "cached")
+	analysistest.Run(t, analysistest.TestData(), retrylint.Analyzer, "cached", "guide")
 }
 
 // TestStaleObjectFix applies stale-object's suggested fixes and compares
