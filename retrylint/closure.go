@@ -168,6 +168,9 @@ func (c *closure) collectAssignments() {
 			if i := readInto(info, s); i >= 0 {
 				c.mark(rootVar(info, s.Args[i]))
 			}
+			for _, i := range c.readsInto(s) {
+				c.mark(rootVar(info, s.Args[i]))
+			}
 			if sel, ok := ast.Unparen(s.Fun).(*ast.SelectorExpr); ok && sel.Sel.Name == "SetResourceVersion" {
 				c.mark(rootVar(info, sel.X))
 			}
@@ -264,4 +267,59 @@ func varPos(v *types.Var) token.Pos {
 		return token.NoPos
 	}
 	return v.Pos()
+}
+
+// readsInto returns the arguments a call of a function of this package
+// reads into: those whose parameter the function's body (its function
+// literals included) gives to a read (a Get, DeepCopyInto), as a test's
+// helper getResourceFunc(ctx, key, obj) does. One level deep.
+func (c *closure) readsInto(call *ast.CallExpr) []int {
+	fn := callee(c.pass.TypesInfo, call)
+	if fn == nil || fn.Pkg() != c.pass.Pkg {
+		return nil
+	}
+	decl := c.funcDecl(fn)
+	if decl == nil || decl.Body == nil {
+		return nil
+	}
+	params := map[*types.Var]int{}
+	i := 0
+	for _, f := range decl.Type.Params.List {
+		for _, name := range f.Names {
+			if v, ok := c.pass.TypesInfo.Defs[name].(*types.Var); ok {
+				params[v] = i
+			}
+			i++
+		}
+		if len(f.Names) == 0 {
+			i++
+		}
+	}
+	var args []int
+	ast.Inspect(decl.Body, func(n ast.Node) bool {
+		if call2, ok := n.(*ast.CallExpr); ok {
+			if j := readInto(c.pass.TypesInfo, call2); j >= 0 {
+				if k, ok := params[rootVar(c.pass.TypesInfo, call2.Args[j])]; ok && k < len(call.Args) {
+					args = append(args, k)
+				}
+			}
+		}
+		return true
+	})
+	return args
+}
+
+// funcDecl returns the declaration of a function of this package.
+func (c *closure) funcDecl(fn *types.Func) *ast.FuncDecl {
+	for _, f := range c.pass.Files {
+		if f.Pos() > fn.Pos() || fn.Pos() >= f.End() {
+			continue
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Pos() == fn.Pos() {
+				return fd
+			}
+		}
+	}
+	return nil
 }

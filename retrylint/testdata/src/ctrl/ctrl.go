@@ -71,3 +71,32 @@ func patch(ctx context.Context, c client.Client, w *widgetsv1.Widget, p client.P
 		return c.Patch(ctx, w, p)
 	})
 }
+
+// helperRead reads into the object through a helper of this package, as
+// kuberay's tests do with getResourceFunc(ctx, key, obj) in Eventually.
+func helperRead(ctx context.Context, c client.Client, w *widgetsv1.Widget) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := getResourceFunc(ctx, c, client.ObjectKeyFromObject(w), w)(); err != nil {
+			return err
+		}
+		w.Spec.Size = 4
+		return c.Update(ctx, w)
+	})
+}
+
+func getResourceFunc(ctx context.Context, c client.Client, key client.ObjectKey, obj client.Object) func() error {
+	return func() error {
+		return c.Get(ctx, key, obj)
+	}
+}
+
+// helperMutates changes the object through a helper that does not read:
+// still stale.
+func helperMutates(ctx context.Context, c client.Client, w *widgetsv1.Widget) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		grow(w)
+		return c.Update(ctx, w) // want `^stale-object: `
+	})
+}
+
+func grow(w *widgetsv1.Widget) { w.Spec.Size++ }
