@@ -5,11 +5,11 @@
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: check ci lint test ctrlretry integration lab compat compat-edges demo study outages timeline fleet fleetsim fleetsim-rev6 operator cover bench bench-check bench-wait fuzz
+.PHONY: check ci lint test ctrlretry integration retrylint lab compat compat-edges demo study outages timeline fleet fleetsim fleetsim-rev6 operator cover bench bench-check bench-wait fuzz
 
 ## check: lint, the root module's tests, the ctrlretry module, the
-## integration tests (CI runs make ci: this, lab and compat-edges)
-check: lint test ctrlretry integration
+## integration tests, retrylint (CI runs make ci: this, lab and compat-edges)
+check: lint test ctrlretry integration retrylint
 
 ## ci: what CI runs (.ci/run): check, the lab module's checks, then the
 ## compatibility matrix's edges
@@ -39,6 +39,22 @@ ctrlretry:
 integration:
 	cd integration && $(GO) vet ./...
 	cd integration && $(GO) test -count=1 -timeout 20m ./...
+
+## retrylint: go vet, staticcheck and the race-enabled tests of the retrylint
+## module, then the analyzer over every module (test files included), which
+## must report nothing; after integration, so that go vet finds its
+## dependencies built (docs/retrylint.md)
+RETRYLINT_MODULES = . ctrlretry integration lab retrylint
+retrylint:
+	cd retrylint && $(GO) vet ./...
+	cd retrylint && $(STATICCHECK) ./...
+	cd retrylint && $(GO) test -race -count=1 ./...
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd retrylint && $(GO) build -o "$$tmp/retrylint" ./cmd/retrylint) && \
+	for m in $(RETRYLINT_MODULES); do \
+		echo "retrylint: $$m"; \
+		(cd $$m && $(GO) vet -vettool="$$tmp/retrylint" ./...) || exit 1; \
+	done
 
 ## lab: go vet, staticcheck and the tests of the lab module (the tools'
 ## own tests: the demo and the study at a small size on an in-process
