@@ -182,7 +182,7 @@ func TestHoldStartsAfterFailedFirstAttempts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clk := testingclock.NewFakeClock(t0)
-			b := &retry.Budget{Ratio: 1, MinPerSecond: 100, Window: time.Minute, Hold: hold, Clock: clk}
+			b := &retry.Budget{Ratio: 1, MinPerSecond: 100, Window: time.Minute, Hold: hold, Clock: clk, Rand: fullInterval}
 			for _, s := range tt.steps(b, clk) {
 				s()
 			}
@@ -301,7 +301,7 @@ func TestHoldSuccessReleasesEveryWaiter(t *testing.T) {
 func TestHoldRetriesAreNotHeld(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(t0)
-	b := &retry.Budget{MinPerSecond: 1, Window: 10 * time.Second, Hold: 100 * time.Millisecond, Clock: clk}
+	b := &retry.Budget{MinPerSecond: 1, Window: 10 * time.Second, Hold: 100 * time.Millisecond, Clock: clk, Rand: fullInterval}
 	for range 2 {
 		_ = retry.OnError(retry.Backoff{Steps: 1}, always, func() error { return errDown }, retry.WithBudget(b))
 	}
@@ -431,7 +431,7 @@ func TestHoldRefusesLoopsWithoutContext(t *testing.T) {
 // the hold's timers run on real time (a Hold of 1ms here).
 func TestHoldRealTimeWithAPassiveClock(t *testing.T) {
 	t.Parallel()
-	b := &retry.Budget{Window: time.Minute, Hold: time.Millisecond, Clock: testingclock.NewFakePassiveClock(t0)}
+	b := &retry.Budget{Window: time.Minute, Hold: time.Millisecond, Clock: testingclock.NewFakePassiveClock(t0), Rand: fullInterval}
 	start := time.Now() // before the refusal, which the probe's 1ms is counted from
 	startHold(t, b)
 	err := retry.OnErrorWithContext(context.Background(), retry.Backoff{Steps: 1}, retry.IsTransient,

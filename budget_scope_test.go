@@ -227,7 +227,7 @@ func TestScopesLoopsOnTheWire(t *testing.T) {
 	t.Parallel()
 	for _, onWire := range []bool{true, false} {
 		clk := testingclock.NewFakeClock(t0)
-		b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
+		b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk, Rand: fullInterval} // no retry at all
 		if onWire {
 			_ = b.WrapTransport(&wire{})
 		}
@@ -346,7 +346,7 @@ func TestScopesARefusedRetryHoldsTheScopeThatFailed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			clk := testingclock.NewFakeClock(t0)
-			b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
+			b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk, Rand: fullInterval} // no retry at all
 			w := &wire{replies: []wireReply{tt.reply}}
 			rt := b.WrapTransport(w)
 			_ = roundTrip(t, rt, http.MethodGet, secretURL)
@@ -398,7 +398,7 @@ func TestScopesARefusedResendHoldsOnlyTheScopeItFollowed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			clk := testingclock.NewFakeClock(t0)
-			b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
+			b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk, Rand: fullInterval} // no retry at all
 			w := &wire{replies: append(tt.replies, wireReply{status: 200})}
 			rt := b.WrapTransport(w)
 			require.NoError(t, roundTrip(t, rt, http.MethodGet, tt.first))
@@ -428,8 +428,8 @@ func TestScopesARefusedResendHoldsOnlyTheScopeItFollowed(t *testing.T) {
 func TestScopesARefusedLoopRetryStartsNoHold(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(t0)
-	b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk} // no retry at all
-	w := &wire{replies: []wireReply{{status: 503}}}                                   // no Retry-After: client-go would not resend
+	b := &retry.Budget{Window: time.Minute, Hold: 100 * time.Millisecond, Clock: clk, Rand: fullInterval} // no retry at all
+	w := &wire{replies: []wireReply{{status: 503}}}                                                       // no Retry-After: client-go would not resend
 	rt := b.WrapTransport(w)
 	get := func(ctx context.Context) error {
 		resp, err := rt.RoundTrip(request(t, ctx, http.MethodGet, secretURL))

@@ -536,12 +536,14 @@ func ExampleBudget_hold() {
 		cancel()
 	}()
 	call(ctx, "call 3")
-	// Hold after the refusal, a call goes as the probe; it fails.
+	// At most Hold after the refusal (each probe waits from half to all
+	// of its interval), a call goes as the probe; it fails.
 	clk.Step(100 * time.Millisecond)
 	call(context.Background(), "call 4")
 
-	// A caller waits; the server comes back; the next probe, 200ms after
-	// the failed one, is the waiting call, and its success ends the hold.
+	// A caller waits; the server comes back; the next probe, at most
+	// 200ms after the failed one, is the waiting call, and its success
+	// ends the hold.
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); call(context.Background(), "call 5") }()
