@@ -13,13 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kuberetry/retry"
 	"github.com/kuberetry/retry/integration/testenv/poll"
 )
 
@@ -175,15 +175,10 @@ func (l *level) use(ctx context.Context, name string, queueLength int32) error {
 			}},
 		},
 	}
-	schemas := l.admin.FlowcontrolV1().FlowSchemas()
-	old, err := schemas.Get(ctx, flowSchemaName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		old, err = schemas.Create(ctx, fs, metav1.CreateOptions{})
-	case err == nil:
-		fs.ResourceVersion = old.ResourceVersion
-		old, err = schemas.Update(ctx, fs, metav1.UpdateOptions{})
-	}
+	// The apiserver's APF controller writes the schema's status too: a
+	// Conflict reads it afresh and points it again.
+	old, _, err := retry.Ensure(ctx, retry.DefaultRetry, l.admin.FlowcontrolV1().FlowSchemas(), fs,
+		func(s *flowcontrolv1.FlowSchema) error { s.Spec = fs.Spec; return nil })
 	if err != nil {
 		return fmt.Errorf("flow schema %s: %w", flowSchemaName, err)
 	}
