@@ -14,7 +14,7 @@ import (
 // failed and lets the next go at once.
 func TestScopeHoldProbes(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := holdStart
 	timing := newHoldTiming(200*time.Millisecond, fullInterval) // max interval 1s (5 x Hold)
 	var h scopeHold
 	for i := range holdFailures {
@@ -67,7 +67,7 @@ func TestScopeHoldProbes(t *testing.T) {
 // hold.
 func TestScopeHoldFailuresSpan(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := holdStart
 	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	var h scopeHold
 	for i := range 5 {
@@ -99,7 +99,8 @@ func TestHoldTimingCap(t *testing.T) {
 // interval, the schedule's upper bound, so that tests know when it goes.
 func fullInterval() float64 { return 1 }
 
-// holdStart is when the schedule tests start a hold.
+// holdStart is the fake time the package's own hold and table tests
+// start at.
 var holdStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // draws returns a Rand that gives rs in turn, then the last one again.

@@ -29,7 +29,7 @@ func failThrice(table *holdTable, clk *testingclock.FakeClock, timing holdTiming
 // is the oldest, ending its hold (its waiters go).
 func TestHoldTableBounded(t *testing.T) {
 	t.Parallel()
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := testingclock.NewFakeClock(holdStart)
 	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	ts := timeSource{clk}
 	var table holdTable
@@ -75,7 +75,7 @@ func TestHoldTableBounded(t *testing.T) {
 // forgets it; a scope that never failed is never kept.
 func TestHoldTableForgetsOnSuccess(t *testing.T) {
 	t.Parallel()
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := testingclock.NewFakeClock(holdStart)
 	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	ts := timeSource{clk}
 	var table holdTable
@@ -106,7 +106,7 @@ func TestHoldTableForgetsOnSuccess(t *testing.T) {
 // the scope.
 func TestHoldTableWaitsForTheServerFirst(t *testing.T) {
 	t.Parallel()
-	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := testingclock.NewFakeClock(holdStart)
 	timing := newHoldTiming(100*time.Millisecond, fullInterval)
 	ts := timeSource{clk}
 	var table holdTable
