@@ -117,7 +117,7 @@ timeline:
 ## and the requests and 429s per second, writes docs/fleet-apiserver.csv
 ## (FLEET_ARGS="--out DIR", "--runs N", "--processes N", "--workers N",
 ## "--pace D"; about 14 minutes; fails when NewBudget() misses a target, a
-## write is lost, or the level rejects a request while healthy)
+## write is lost, or the fleet sends below 0.9x its load while healthy)
 fleet:
 	cd lab && $(GO) run ./cmd/fleet $(FLEET_ARGS)
 

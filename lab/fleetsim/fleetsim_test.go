@@ -27,7 +27,7 @@ var (
 	outages  = flag.String("fleetsim.outages", "5s,60s", "outage lengths, comma-separated")
 	policies = flag.String("fleetsim.policies", "none,new", "policies: none, rev6 (only on revision 6's code, -tags fleetsim_rev6code), rev6~ (r near 1), new")
 	reps     = flag.Int("fleetsim.reps", 1, "runs of each combination")
-	csvPath  = flag.String("fleetsim.csv", "../../docs/fleet-sim.csv", "CSV of the runs; rows of the same combination are replaced, others kept")
+	csvPath  = flag.String("fleetsim.csv", defaultCSV, "CSV of the runs; rows of the same combination are replaced, others kept")
 	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV, in place of that policy's rows")
 	plots    = flag.Bool("fleetsim.plot", false, "draw the PNGs beside the CSV from it")
 	goals    = flag.Bool("fleetsim.goals", false, "fail when the new schedule misses a goal at 5,000 processes")
@@ -37,7 +37,10 @@ var (
 	getExec  = flag.Duration("fleetsim.get", 6*time.Millisecond, "mean execution time of a GET")
 	putExec  = flag.Duration("fleetsim.put", 12*time.Millisecond, "mean execution time of a PUT")
 	seatsPer = flag.Float64("fleetsim.seats", 10.0/48, "the level's seats per process (at least 10 in all)")
+	requeue  = flag.Duration("fleetsim.requeue-max", 0, "cap the workers' wait after a failed call (0: client-go's 1000s); needs a -fleetsim.csv of its own")
 )
+
+const defaultCSV = "../../docs/fleet-sim.csv"
 
 // level is the priority level for a fleet of n processes: the real run's
 // (10 seats, hand size 4 of 64 queues) with seats in proportion to the
@@ -55,7 +58,7 @@ func fleet(n, w int, outage time.Duration, newBudget func() *retry.Budget) apfsi
 		Processes: n, Workers: w, Level: level(n), NewBudget: newBudget,
 		Warmup: 2 * time.Second, Before: 3 * time.Second, Outage: outage,
 		After: 5 * time.Second, AfterMax: 60 * time.Second,
-		Pace: 500 * time.Millisecond, Bin: 100 * time.Millisecond,
+		Pace: 500 * time.Millisecond, RequeueMax: *requeue, Bin: 100 * time.Millisecond,
 	}
 }
 
@@ -85,6 +88,9 @@ func TestFleetSim(t *testing.T) {
 	ws, err := ints(*workers)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *requeue != 0 && *csvPath == defaultCSV {
+		t.Fatalf("-fleetsim.requeue-max %v: write its runs to a CSV of their own (-fleetsim.csv), not beside the default workers'", *requeue)
 	}
 	var ds []time.Duration
 	for _, s := range strings.Split(*outages, ",") {

@@ -51,6 +51,10 @@ type Schedule struct {
 	// Pause is how long after a failed call its key comes back, for the
 	// callers that do not use the rate limiter.
 	Pause time.Duration
+	// Spread spreads the first calls of all the runs' workers evenly over
+	// this long, as a fleet's processes start at different times; zero
+	// starts every worker at once.
+	Spread time.Duration
 }
 
 // Workload is the outage workload of the tests and of make outages: 16
@@ -226,8 +230,8 @@ func (e *Env) Run(ctx context.Context, sched Schedule, runs []Run) ([]*Result, e
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, r := range rs {
-		r.start(ctx, start, &wg)
+	for i, r := range rs {
+		r.start(ctx, start, &wg, i*sched.Workers, len(rs)*sched.Workers)
 	}
 	mark := func(p Phase) {
 		for _, r := range rs {
@@ -369,14 +373,16 @@ func (r *runner) name(w int) string { return fmt.Sprintf("%s-w%02d", r.prefix, w
 
 func (r *runner) since() time.Duration { return time.Since(r.begin) }
 
-func (r *runner) start(ctx context.Context, begin time.Time, wg *sync.WaitGroup) {
+// start starts the runner's workers; worker w makes its first call
+// (first+w)/all of Spread after begin.
+func (r *runner) start(ctx context.Context, begin time.Time, wg *sync.WaitGroup, first, all int) {
 	r.begin = begin
 	r.res.Begin = begin
 	r.stopCtx, r.stopCalls = context.WithCancel(ctx)
 	r.callCtx, r.cancelCalls = context.WithCancel(ctx)
 	r.q = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[int]())
 	for w := range r.sched.Workers {
-		r.q.Add(w)
+		r.q.AddAfter(w, r.sched.Spread*time.Duration(first+w)/time.Duration(all))
 	}
 	for range r.sched.Workers {
 		wg.Add(1)

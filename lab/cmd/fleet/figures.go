@@ -24,7 +24,10 @@ type fleet struct {
 	// reason, and dispatched what it let execute (the server's metrics).
 	rejected   map[string]float64
 	dispatched float64
-	results    []*outage.Result
+	// offered is the requests per second the fleet offers while healthy
+	// (a call per worker per pace); zero when the pace is zero.
+	offered float64
+	results []*outage.Result
 	// requests are the processes' requests, each recorded below its
 	// budget, as it went to the connection.
 	requests []reqcount.Request
@@ -37,6 +40,9 @@ type figures struct {
 	// every process; Probes, the probes among them (the budgets' Stats).
 	OutageRequests int
 	Probes         uint64
+	// HealthyRate is the requests per second sent in the healthy phase
+	// before the outage.
+	HealthyRate float64
 	// TooManyBefore counts the 429s answered in the healthy phase before
 	// the outage (not in the warm-up, whose first calls all go at once);
 	// TooManyAfter, in the afterWindow after its end; TooManyLater, from
@@ -112,9 +118,13 @@ func computeFigures(results []*outage.Result, requests []reqcount.Request) figur
 		}
 		return &f.Seconds[at-from]
 	}
+	healthyRequests := 0
 	for _, r := range requests {
 		if s := bucket(r.Start); s != nil {
 			s.Requests++
+		}
+		if !r.Start.Before(healthy) && r.Start.Before(start) {
+			healthyRequests++
 		}
 		if r.Code != http.StatusTooManyRequests {
 			continue
@@ -136,6 +146,9 @@ func computeFigures(results []*outage.Result, requests []reqcount.Request) figur
 		if n, err := strconv.Atoi(r.RetryAfter); err == nil {
 			f.MaxRetryAfter = max(f.MaxRetryAfter, n)
 		}
+	}
+	if d := start.Sub(healthy); d > 0 {
+		f.HealthyRate = float64(healthyRequests) / d.Seconds()
 	}
 	return f
 }

@@ -15,7 +15,8 @@
 // resends a read that met a reset connection 1s later, by itself), inside
 // its own loop (OnErrorWithContext(IsTransient), 10 attempts 10ms
 // apart), a failed key back through client-go's workqueue rate limiter,
-// the next call 500ms after a success. After a 2s warm-up and 3s healthy, every proxy resets
+// the next call 500ms after a success, the fleet's first calls spread
+// evenly over 500ms. After a 2s warm-up and 3s healthy, every proxy resets
 // its connections and each new one for 5s, then the fleet runs until
 // every worker is back (at least 5s, at most 20s).
 //
@@ -29,10 +30,11 @@
 // when NewBudget() misses a target in a run: requests during the outage
 // at most 0.12x those without a budget, 429s in the 2s after its end at
 // most max(0.25x those without, 5), every worker back within 1.5s of the
-// end, no write lost; and when the level rejected a request in the
-// healthy phase before the outage: the server was saturated, so the run
-// measured the machine rather than the outage. --quick runs a small fleet, once (for
-// the tests); --processes, --workers and --pace change the fleet.
+// end, no write lost; and when the fleet sent less than 0.9x the load it
+// offers in the healthy phase before the outage: the server was
+// saturated, so the run measured the machine rather than the outage.
+// --quick runs a small fleet, once (for the tests); --processes,
+// --workers and --pace change the fleet.
 //
 // It starts etcd and a kube-apiserver in process, on loopback.
 //
@@ -77,6 +79,7 @@ var (
 		sched: outage.Schedule{
 			Workers: 4, Warmup: 2 * time.Second, Before: 3 * time.Second, Outage: 5 * time.Second,
 			After: 5 * time.Second, AfterMax: 20 * time.Second, Pace: 500 * time.Millisecond, Pause: 100 * time.Millisecond,
+			Spread: 500 * time.Millisecond,
 		},
 		queueLengths: []int32{20, 10},
 		runs:         3,
@@ -86,6 +89,7 @@ var (
 		sched: outage.Schedule{
 			Workers: 2, Warmup: time.Second, Before: time.Second, Outage: 2 * time.Second,
 			After: 2 * time.Second, AfterMax: 10 * time.Second, Pace: 500 * time.Millisecond, Pause: 100 * time.Millisecond,
+			Spread: 500 * time.Millisecond,
 		},
 		queueLengths: []int32{10},
 		runs:         1,
@@ -234,6 +238,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 // budget.
 func runFleet(ctx context.Context, env *outage.Env, sh shape, pol policy) (*fleet, error) {
 	f := &fleet{policy: pol, load: loadAverage()}
+	if sh.sched.Pace > 0 {
+		f.offered = float64(sh.processes*sh.sched.Workers) / sh.sched.Pace.Seconds()
+	}
 	var wires []*reqcount.Counter
 	p := outage.Policy{Name: pol.name, New: func() *outage.Instance {
 		wire := &reqcount.Counter{KeepRequests: true}

@@ -83,6 +83,9 @@ func TestComputeFigures(t *testing.T) {
 	if f.Lost != 1 || len(f.Problems) != 1 || !strings.HasPrefix(f.Problems[0], "process 1: ") {
 		t.Errorf("lost %d, problems %q; want 1 lost write of process 1", f.Lost, f.Problems)
 	}
+	if f.HealthyRate != 1.0/3 {
+		t.Errorf("healthy rate %v requests a second, want 1/3 (one sent in the 3s from 1s to 4s)", f.HealthyRate)
+	}
 	if f.TooManyBefore != 1 || f.TooManyAfter != 2 || f.TooManyLater != 3 || f.MaxRetryAfter != 4 {
 		t.Errorf("429s before %d, 2s after %d, after %d, max Retry-After %d; want 1, 2, 3, 4",
 			f.TooManyBefore, f.TooManyAfter, f.TooManyLater, f.MaxRetryAfter)
@@ -126,14 +129,16 @@ func TestVerdicts(t *testing.T) {
 			fleetOf(none, 20, 1000, 100, 3*time.Second), fleetOf(ours, 20, 120, 25, 1500*time.Millisecond),
 			fleetOf(none, 10, 1000, 0, time.Second), fleetOf(ours, 10, 100, 5, time.Second),
 			fleetOf(other, 10, 1000, 100, -1), // not a policy with targets
+			// 429s while healthy, but the fleet sent what it offers
+			{queueLength: 20, run: 2, policy: none, offered: 384, fig: figures{OutageRequests: 1, AllBack: true, TooManyBefore: 30, HealthyRate: 346}},
 		}},
 		"missed": {fleets: []*fleet{
 			fleetOf(none, 20, 1000, 100, 3*time.Second), fleetOf(ours, 20, 121, 26, 1501*time.Millisecond),
 			fleetOf(none, 10, 0, 0, -1, "process 3: worker 1: call c00004 returned nil and its key is missing (a lost write)"),
 			fleetOf(ours, 10, 0, 6, -1),
-			{queueLength: 20, run: 2, policy: none, load: "9.50", fig: figures{OutageRequests: 1, AllBack: true, TooManyBefore: 3}},
+			{queueLength: 20, run: 2, policy: none, load: "9.50", offered: 384, fig: figures{OutageRequests: 1, AllBack: true, TooManyBefore: 30, HealthyRate: 345}},
 		}, want: []string{
-			"queue length 20, run 2, no budget: 3 429s in the healthy phase before the outage: the server was saturated (load 9.50)",
+			"queue length 20, run 2, no budget: 345 requests a second in the healthy phase before the outage, 0.898x the 384 the fleet offers, want at least 0.90x: the server was saturated (load 9.50)",
 			"queue length 20, run 1, NewBudget(): 121 requests during the outage, 0.121x",
 			"queue length 20, run 1, NewBudget(): 26 429s",
 			"queue length 20, run 1, NewBudget(): the last worker back 1.501s",
@@ -254,7 +259,7 @@ func TestQuick(t *testing.T) {
 	outageRequests := map[string]int{}
 	for _, pol := range policies {
 		figs := figure[pol.name]
-		for _, fig := range []string{figOutageRequests, figTooManyAfter, figBack, figLost, figDispatched, figLoad} {
+		for _, fig := range []string{figHealthyRate, figOutageRequests, figTooManyAfter, figBack, figLost, figDispatched, figLoad} {
 			if _, ok := figs[fig]; !ok {
 				t.Errorf("%s: no %q in the CSV", pol.name, fig)
 			}

@@ -66,15 +66,15 @@ func tooManyAfter(f *fleet) int   { return f.fig.TooManyAfter }
 // writeTable writes a line per fleet run.
 func writeTable(w io.Writer, fleets []*fleet) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "queue length\trun\tpolicy\tload\trequests in outage\tvs no budget\tprobes\t"+
+	fmt.Fprintln(tw, "queue length\trun\tpolicy\tload\trequests/s healthy\trequests in outage\tvs no budget\tprobes\t"+
 		"429s before\t429s 2s after\tvs no budget\t429s after\tmax Retry-After\tlast worker back\tlost writes\tlevel rejected\tdispatched\t")
 	for _, f := range fleets {
 		probes := "-"
 		if f.policy.budget != nil {
 			probes = strconv.FormatUint(f.fig.Probes, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%d\t%ds\t%s\t%d\t%s\t%.0f\t\n",
-			f.queueLength, f.run, f.policy.name, f.load, f.fig.OutageRequests, ratio(fleets, f, outageRequests), probes,
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%.0f\t%d\t%s\t%s\t%d\t%d\t%s\t%d\t%ds\t%s\t%d\t%s\t%.0f\t\n",
+			f.queueLength, f.run, f.policy.name, f.load, f.fig.HealthyRate, f.fig.OutageRequests, ratio(fleets, f, outageRequests), probes,
 			f.fig.TooManyBefore, f.fig.TooManyAfter, ratio(fleets, f, tooManyAfter), f.fig.TooManyLater, f.fig.MaxRetryAfter,
 			f.back(), f.fig.Lost, f.rejections(), f.dispatched)
 	}
@@ -105,6 +105,7 @@ var csvHeader = []string{"queue_length", "run", "policy", "figure", "second", "v
 const (
 	figRequests       = "requests"
 	figTooMany        = "429s"
+	figHealthyRate    = "requests/s healthy"
 	figOutageRequests = "requests in outage"
 	figProbes         = "probes in outage"
 	figTooManyBefore  = "429s before"
@@ -135,6 +136,7 @@ func writeCSV(path string, fleets []*fleet) error {
 		}
 		itoa := strconv.Itoa
 		row(figLoad, "", f.load)
+		row(figHealthyRate, "", strconv.FormatFloat(f.fig.HealthyRate, 'f', 1, 64))
 		row(figOutageRequests, "", itoa(f.fig.OutageRequests))
 		if f.policy.budget != nil {
 			row(figProbes, "", strconv.FormatUint(f.fig.Probes, 10))

@@ -17,11 +17,15 @@ const (
 	minTooManyBound = 5
 	// backWithin bounds when the last worker is back after the outage.
 	backWithin = 1500 * time.Millisecond
+	// minHealthyShare is the least share of its offered load a fleet
+	// sends while healthy: below it the server was saturated, and the run
+	// measured the machine rather than the outage.
+	minHealthyShare = 0.9
 )
 
 // verdicts returns each target the fleets missed, and each harness
-// failure (an outage that did not bite, a 429 before it, a write lost
-// under any policy): nothing when every run met them.
+// failure (an outage that did not bite, a server saturated before it, a
+// write lost under any policy): nothing when every run met them.
 func verdicts(fleets []*fleet) []string {
 	var missed []string
 	baseline := map[[2]int]*fleet{}
@@ -35,9 +39,9 @@ func verdicts(fleets []*fleet) []string {
 		for _, p := range f.fig.Problems {
 			missed = append(missed, name+": "+p)
 		}
-		if f.fig.TooManyBefore > 0 {
-			missed = append(missed, fmt.Sprintf("%s: %d 429s in the healthy phase before the outage: the server was saturated (load %s)",
-				name, f.fig.TooManyBefore, f.load))
+		if f.offered > 0 && f.fig.HealthyRate < minHealthyShare*f.offered {
+			missed = append(missed, fmt.Sprintf("%s: %.0f requests a second in the healthy phase before the outage, %.3fx the %.0f the fleet offers, want at least %.2fx: the server was saturated (load %s)",
+				name, f.fig.HealthyRate, f.fig.HealthyRate/f.offered, f.offered, minHealthyShare, f.load))
 		}
 		if f.policy.budget == nil {
 			if f.fig.OutageRequests == 0 {

@@ -31,6 +31,9 @@ type Fleet struct {
 	After, AfterMax time.Duration
 	// Pace is how long after a successful call a worker calls again.
 	Pace time.Duration
+	// RequeueMax caps the wait after a failed call (Requeue's); zero
+	// leaves client-go's cap of 1000s.
+	RequeueMax time.Duration
 	// Bin is the width of the level's bins of counts.
 	Bin time.Duration
 }
@@ -76,9 +79,9 @@ func (f Fleet) Validate() error {
 	if f.Processes < 1 || f.Workers < 1 {
 		return fmt.Errorf("apfsim: invalid fleet: Processes %d and Workers %d must be at least 1", f.Processes, f.Workers)
 	}
-	if f.Pace <= 0 || f.Bin <= 0 || f.Outage <= 0 || f.AfterMax < f.After {
-		return fmt.Errorf("apfsim: invalid fleet: Pace %v, Bin %v and Outage %v must be above 0, AfterMax %v at least After %v",
-			f.Pace, f.Bin, f.Outage, f.AfterMax, f.After)
+	if f.Pace <= 0 || f.Bin <= 0 || f.Outage <= 0 || f.AfterMax < f.After || f.RequeueMax < 0 {
+		return fmt.Errorf("apfsim: invalid fleet: Pace %v, Bin %v and Outage %v must be above 0, AfterMax %v at least After %v, RequeueMax %v not below 0",
+			f.Pace, f.Bin, f.Outage, f.AfterMax, f.After, f.RequeueMax)
 	}
 	return nil
 }
@@ -179,8 +182,8 @@ func (f Fleet) Run(ctx context.Context) (*Result, error) {
 // the real apiserver, whose workers write from what they stored, and read
 // only first and after a Conflict; the level keeps no versions, so no
 // Conflict comes). It calls again Pace after a success, or after
-// Requeue's wait after a failure, until ctx ends. after is called after
-// each call that succeeded.
+// Requeue's wait (at most RequeueMax) after a failure, until ctx ends.
+// after is called after each call that succeeded.
 func (f Fleet) work(ctx context.Context, c *Client, path string, after func()) {
 	body := []byte(`{"kind":"ConfigMap","apiVersion":"v1"}`)
 	if sleep(ctx, time.Duration(rand.Int64N(int64(f.Pace)))) != nil {
@@ -209,6 +212,9 @@ func (f Fleet) work(ctx context.Context, c *Client, path string, after func()) {
 			failures = 0
 		} else {
 			wait = Requeue(failures)
+			if f.RequeueMax > 0 {
+				wait = min(wait, f.RequeueMax)
+			}
 			failures++
 		}
 		if sleep(ctx, wait) != nil {
