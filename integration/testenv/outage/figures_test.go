@@ -95,3 +95,21 @@ func TestBaseline(t *testing.T) {
 		t.Errorf("Ratio without a baseline: %v, want 0", got)
 	}
 }
+
+// TestFirstCall checks the spread of the workers' first calls: evenly over
+// Spread, the last before its end; all at once without one.
+func TestFirstCall(t *testing.T) {
+	t.Parallel()
+	s := Schedule{Spread: 500 * time.Millisecond}
+	for _, c := range []struct {
+		i, n int
+		want time.Duration
+	}{{0, 192, 0}, {96, 192, 250 * time.Millisecond}, {191, 192, 497395833 * time.Nanosecond}, {1, 2, 250 * time.Millisecond}} {
+		if got := s.firstCall(c.i, c.n); got != c.want {
+			t.Errorf("firstCall(%d, %d) over %v = %v, want %v", c.i, c.n, s.Spread, got, c.want)
+		}
+	}
+	if got := (Schedule{}).firstCall(191, 192); got != 0 {
+		t.Errorf("firstCall without a spread = %v, want 0", got)
+	}
+}

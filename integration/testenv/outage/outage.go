@@ -57,6 +57,12 @@ type Schedule struct {
 	Spread time.Duration
 }
 
+// firstCall is when the i-th of n workers makes its first call: i/n of
+// Spread after the run's start.
+func (s Schedule) firstCall(i, n int) time.Duration {
+	return s.Spread * time.Duration(i) / time.Duration(n)
+}
+
 // Workload is the outage workload of the tests and of make outages: 16
 // workers; after a warm-up of 2s, 3s healthy, 5s of outage, then healthy
 // for at least 5s (the goodput window) and until every worker is back (at
@@ -373,8 +379,8 @@ func (r *runner) name(w int) string { return fmt.Sprintf("%s-w%02d", r.prefix, w
 
 func (r *runner) since() time.Duration { return time.Since(r.begin) }
 
-// start starts the runner's workers; worker w makes its first call
-// (first+w)/all of Spread after begin.
+// start starts the runner's workers, the first of all the runs' workers
+// being first.
 func (r *runner) start(ctx context.Context, begin time.Time, wg *sync.WaitGroup, first, all int) {
 	r.begin = begin
 	r.res.Begin = begin
@@ -382,7 +388,7 @@ func (r *runner) start(ctx context.Context, begin time.Time, wg *sync.WaitGroup,
 	r.callCtx, r.cancelCalls = context.WithCancel(ctx)
 	r.q = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[int]())
 	for w := range r.sched.Workers {
-		r.q.AddAfter(w, r.sched.Spread*time.Duration(first+w)/time.Duration(all))
+		r.q.AddAfter(w, r.sched.firstCall(first+w, all))
 	}
 	for range r.sched.Workers {
 		wg.Add(1)
