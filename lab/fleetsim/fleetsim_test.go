@@ -89,8 +89,8 @@ func TestFleetSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *requeue != 0 && *csvPath == defaultCSV {
-		t.Fatalf("-fleetsim.requeue-max %v: write its runs to a CSV of their own (-fleetsim.csv), not beside the default workers'", *requeue)
+	if *requeue != 0 && filepath.Base(*csvPath) == filepath.Base(defaultCSV) {
+		t.Fatalf("-fleetsim.requeue-max %v: write its runs to a CSV of their own (-fleetsim.csv), not to a fleet-sim.csv", *requeue)
 	}
 	var ds []time.Duration
 	for _, s := range strings.Split(*outages, ",") {

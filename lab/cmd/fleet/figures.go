@@ -25,7 +25,9 @@ type fleet struct {
 	rejected   map[string]float64
 	dispatched float64
 	// offered is the requests per second the fleet offers while healthy
-	// (a call per worker per pace); zero when the pace is zero.
+	// (a call per worker per pace); zero, so not checked, when the healthy
+	// phase is shorter than two paces (or the pace is zero): too few calls
+	// fall in it to measure.
 	offered float64
 	results []*outage.Result
 	// requests are the processes' requests, each recorded below its
@@ -44,7 +46,7 @@ type figures struct {
 	// before the outage.
 	HealthyRate float64
 	// TooManyBefore counts the 429s answered in the healthy phase before
-	// the outage (not in the warm-up, whose first calls all go at once);
+	// the outage (not in the warm-up);
 	// TooManyAfter, in the afterWindow after its end; TooManyLater, from
 	// its end to the run's end.
 	TooManyBefore, TooManyAfter, TooManyLater int

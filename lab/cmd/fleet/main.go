@@ -31,8 +31,9 @@
 // at most 0.12x those without a budget, 429s in the 2s after its end at
 // most max(0.25x those without, 5), every worker back within 1.5s of the
 // end, no write lost; and when the fleet sent less than 0.9x the load it
-// offers in the healthy phase before the outage: the server was
-// saturated, so the run measured the machine rather than the outage.
+// offers in the healthy phase before the outage (checked when that phase
+// lasts at least two paces): the server was saturated, so the run
+// measured the machine rather than the outage.
 // --quick runs a small fleet, once (for the tests); --processes,
 // --workers and --pace change the fleet.
 //
@@ -238,7 +239,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, p *cluster.Progre
 // budget.
 func runFleet(ctx context.Context, env *outage.Env, sh shape, pol policy) (*fleet, error) {
 	f := &fleet{policy: pol, load: loadAverage()}
-	if sh.sched.Pace > 0 {
+	if sh.sched.Pace > 0 && sh.sched.Before >= 2*sh.sched.Pace {
 		f.offered = float64(sh.processes*sh.sched.Workers) / sh.sched.Pace.Seconds()
 	}
 	var wires []*reqcount.Counter
