@@ -379,8 +379,8 @@ func (r *runner) name(w int) string { return fmt.Sprintf("%s-w%02d", r.prefix, w
 
 func (r *runner) since() time.Duration { return time.Since(r.begin) }
 
-// start starts the runner's workers, the first of all the runs' workers
-// being first.
+// start starts the runner's workers. Its worker w is worker first+w of
+// all the runs' all workers, whose first calls Spread spreads.
 func (r *runner) start(ctx context.Context, begin time.Time, wg *sync.WaitGroup, first, all int) {
 	r.begin = begin
 	r.res.Begin = begin
