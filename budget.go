@@ -85,9 +85,10 @@ type Budget struct {
 	// table replaces ends too). A reminder (Ended false, the Since of the
 	// start delivered before it, Err the latest failure) comes with a
 	// failed probe 10s after the start, then after waits doubling up to 2
-	// minutes. It
-	// is called outside the budget's locks, on the goroutine whose attempt
-	// or request made the event; the calls for one scope come in order, its
+	// minutes: a probe that failed by its answer or its error, not one
+	// counted failed for going unanswered past its interval. It is called
+	// outside the budget's locks, on the goroutine whose attempt or
+	// request made the event; the calls for one scope come in order, its
 	// start, its reminders, its end, and never overlap. It must return
 	// quickly (it delays that goroutine) and may call [Budget.Held] and
 	// [Budget.Stats]: during a start's call the scope is listed by Held,

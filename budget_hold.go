@@ -115,7 +115,7 @@ func (h *scopeHold) failedFirst(now time.Time, t holdTiming) {
 
 // letProbe returns true when a probe may go at now, and marks it in
 // flight as id. A probe in flight past its due time counts as failed,
-// and the next goes at once.
+// and the next goes at once, unless a 429's Retry-After holds it back.
 func (h *scopeHold) letProbe(now time.Time, id uint64, t holdTiming) bool {
 	if h.probe != 0 {
 		if now.Before(h.due) {
