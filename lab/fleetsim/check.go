@@ -26,7 +26,10 @@ func ReadReal(r io.Reader) ([]RealRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(recs) == 0 || strings.Join(recs[0], ",") != "queue_length,run,policy,figure,second,value" {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("fleetsim: not make fleet's CSV: empty")
+	}
+	if strings.Join(recs[0], ",") != "queue_length,run,policy,figure,second,value" {
 		return nil, fmt.Errorf("fleetsim: not make fleet's CSV: header %q", recs[0])
 	}
 	var runs []RealRun

@@ -28,7 +28,7 @@ var (
 	policies = flag.String("fleetsim.policies", "none,new", "policies: none, rev6 (only on revision 6's code, -tags fleetsim_rev6code), rev6~ (r near 1), new")
 	reps     = flag.Int("fleetsim.reps", 1, "runs of each combination")
 	csvPath  = flag.String("fleetsim.csv", defaultCSV, "CSV of the runs; rows of the same combination are replaced, others kept")
-	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV, in place of that policy's rows")
+	timeline = flag.String("fleetsim.timeline", "", "PROCESSESxWORKERSxOUTAGE (5000x4x5s): write each policy's requests per bin of that run to fleet-sim-timeline.csv beside the CSV, replacing that policy's rows and dropping those of other runs")
 	plots    = flag.Bool("fleetsim.plot", false, "draw the PNGs beside the CSV from it")
 	goals    = flag.Bool("fleetsim.goals", false, "fail when the new schedule misses a goal at 5,000 processes")
 	realCSV  = flag.String("fleetsim.real", "", "make fleet's fleet-apiserver.csv: print its figures beside the simulation's at 48 x 4 (with -fleetsim.plot)")

@@ -61,6 +61,9 @@ func readTimeline(path string) ([]timelineRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("fleetsim: %s is empty, not even a header", path)
+	}
 	var out []timelineRow
 	for n, rec := range recs[1:] {
 		if len(rec) != len(timelineHeader) {

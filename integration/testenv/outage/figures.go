@@ -158,6 +158,9 @@ func StatsDelta(a, b retry.BudgetStats) retry.BudgetStats {
 	}
 }
 
+// LostWrite is in each of Integrity's problems that is a lost write.
+const LostWrite = "a lost write"
+
 // Integrity returns what is wrong with the written data: a call that
 // returned nil whose key is missing (a lost write), a count above or
 // below the keys present (a call applied twice, or a key written without
@@ -188,7 +191,7 @@ func (r *Result) Integrity() []string {
 		}
 		for k, c := range made[w] {
 			if _, ok := data[k]; c.Err == nil && !ok {
-				bad = append(bad, fmt.Sprintf("worker %d: call %s returned nil and its key is missing (a lost write)", w, k))
+				bad = append(bad, fmt.Sprintf("worker %d: call %s returned nil and its key is missing (%s)", w, k, LostWrite))
 			}
 		}
 	}

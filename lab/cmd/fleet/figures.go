@@ -12,7 +12,7 @@ import (
 )
 
 // fleet is one run of the fleet under one policy at one queue length
-// limit: its processes' results and every request they sent.
+// limit: what it showed and what the server counted.
 type fleet struct {
 	queueLength int32
 	run         int // 1 to --runs
@@ -29,11 +29,7 @@ type fleet struct {
 	// phase is shorter than two paces (or the pace is zero): too few calls
 	// fall in it to measure.
 	offered float64
-	results []*outage.Result
-	// requests are the processes' requests, each recorded below its
-	// budget, as it went to the connection.
-	requests []reqcount.Request
-	fig      figures
+	fig     figures
 }
 
 // figures is what a run of the fleet shows.
@@ -91,13 +87,13 @@ func computeFigures(results []*outage.Result, requests []reqcount.Request) figur
 	for i, r := range results {
 		f.OutageRequests += r.OutageRequests()
 		if r.HasBudget {
-			f.Probes += r.Budget[outage.After].Probes - r.Budget[outage.During].Probes
+			f.Probes += r.BudgetDelta(outage.During, outage.After).Probes
 		}
 		back, ok := r.Recovery()
 		f.AllBack = f.AllBack && ok
 		f.Back = max(f.Back, back)
 		for _, problem := range r.Integrity() {
-			if strings.Contains(problem, "lost write") {
+			if strings.Contains(problem, outage.LostWrite) {
 				f.Lost++
 			}
 			f.Problems = append(f.Problems, fmt.Sprintf("process %d: %s", i, problem))

@@ -11,10 +11,11 @@
 // level). Each process has its own budget, clientset, transport, dialer
 // and TCP proxy (so a connection of its own); each worker updates a
 // ConfigMap of its own through the typed clientset from the object it
-// stored last (a PUT alone, a read only after a Conflict: client-go
-// resends a read that met a reset connection 1s later, by itself), inside
-// its own loop (OnErrorWithContext(IsTransient), 10 attempts 10ms
-// apart), a failed key back through client-go's workqueue rate limiter,
+// stored last (a PUT alone, a read only first and after a Conflict:
+// client-go resends a read that met a reset connection 1s later, by
+// itself), inside its own loop (OnErrorWithContext(IsTransient), 10
+// attempts 10ms apart), a failed key back through client-go's workqueue
+// rate limiter,
 // the next call 500ms after a success, the fleet's first calls spread
 // evenly over 500ms. After a 2s warm-up and 3s healthy, every proxy resets
 // its connections and each new one for 5s, then the fleet runs until
@@ -263,11 +264,11 @@ func runFleet(ctx context.Context, env *outage.Env, sh shape, pol policy) (*flee
 	if err != nil {
 		return nil, err
 	}
-	f.results = rs
+	var requests []reqcount.Request
 	for _, w := range wires {
-		f.requests = append(f.requests, w.Requests()...)
+		requests = append(requests, w.Requests()...)
 	}
-	f.fig = computeFigures(rs, f.requests)
+	f.fig = computeFigures(rs, requests)
 	return f, nil
 }
 

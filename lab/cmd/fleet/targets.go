@@ -28,12 +28,6 @@ const (
 // write lost under any policy): nothing when every run met them.
 func verdicts(fleets []*fleet) []string {
 	var missed []string
-	baseline := map[[2]int]*fleet{}
-	for _, f := range fleets {
-		if f.policy.budget == nil {
-			baseline[[2]int{int(f.queueLength), f.run}] = f
-		}
-	}
 	for _, f := range fleets {
 		name := fmt.Sprintf("queue length %d, run %d, %s", f.queueLength, f.run, f.policy.name)
 		for _, p := range f.fig.Problems {
@@ -52,7 +46,7 @@ func verdicts(fleets []*fleet) []string {
 		if !f.policy.target {
 			continue
 		}
-		none := baseline[[2]int{int(f.queueLength), f.run}]
+		none := baselineOf(fleets, f)
 		if none == nil {
 			missed = append(missed, name+": no run without a budget to compare with")
 			continue

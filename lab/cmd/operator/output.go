@@ -28,7 +28,7 @@ type zapLine struct {
 var klogLine = regexp.MustCompile(`^[IWEF]\d{4} \S+\s+\d+ ([^\]]+)\] (.*)$`)
 
 // kindOf names a line: zap's "msg", or klog's source and the start of its
-// message; json reports whether zap wrote it.
+// message; isZap reports whether zap wrote it.
 func kindOf(text string) (kind string, isZap bool) {
 	var z zapLine
 	if strings.HasPrefix(text, "{") && json.Unmarshal([]byte(text), &z) == nil {

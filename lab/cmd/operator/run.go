@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -142,7 +143,6 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 
 	o := &outcome{spec: s}
 	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	defer stopRun()
@@ -164,7 +164,7 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 					return
 				}
 				cm, isCM := ev.Object.(*corev1.ConfigMap)
-				if !isCM || len(cm.Name) < 4 || cm.Name[len(cm.Name)-4:] != "-out" {
+				if !isCM || !strings.HasSuffix(cm.Name, "-out") {
 					continue
 				}
 				mu.Lock()
@@ -269,10 +269,7 @@ func (r *runner) run(ctx context.Context, s spec) (_ *outcome, err error) {
 	o.proxyAtStart = px.Stats()
 	o.start = time.Now()
 	px.SetOutage(true)
-	select {
-	case <-ctx.Done():
-	case <-time.After(s.outage):
-	}
+	poll.Sleep(ctx, s.outage)
 	if sc, err := scrapeOnce(client, metricsURL); err == nil {
 		o.atEnd = &sc
 	}

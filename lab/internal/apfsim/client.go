@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/kuberetry/retry/integration/testenv/poll"
 )
 
 // MaxResends is how many times client-go's rest.Request sends a request
@@ -87,14 +89,8 @@ func retryAfter(resp *http.Response) (int, bool) {
 	return 0, false
 }
 
-// sleep waits d, or until ctx ends.
+// sleep waits d, or until ctx ends, and returns ctx's error.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	poll.Sleep(ctx, d)
+	return ctx.Err()
 }

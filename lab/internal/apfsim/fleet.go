@@ -67,8 +67,6 @@ type Result struct {
 	// ProbesDuring is the probes the Budgets sent during the outage
 	// (counted at its start and end).
 	ProbesDuring uint64
-	// Budgets sums the Budgets' Stats at the run's end.
-	Budgets retry.BudgetStats
 }
 
 // Validate names each invalid field and its value.
@@ -165,14 +163,6 @@ func (f Fleet) Run(ctx context.Context) (*Result, error) {
 	}
 	cancel()
 	wg.Wait()
-	for _, b := range budgets {
-		s := b.Stats()
-		r.Budgets.FirstAttempts += s.FirstAttempts
-		r.Budgets.Retries += s.Retries
-		r.Budgets.Refused += s.Refused
-		r.Budgets.Held += s.Held
-		r.Budgets.Probes += s.Probes
-	}
 	return r, nil
 }
 

@@ -39,19 +39,15 @@ func (s *Stats) add(at time.Time, o outcome) {
 	s.bins[i][o].Add(1)
 }
 
-func (s *Stats) waited(d time.Duration) {
-	for {
-		old := s.maxWait.Load()
-		if int64(d) <= old || s.maxWait.CompareAndSwap(old, int64(d)) {
-			return
-		}
-	}
-}
+func (s *Stats) waited(d time.Duration) { storeMax(&s.maxWait, int64(d)) }
 
-func (s *Stats) retryAfter(seconds int64) {
+func (s *Stats) retryAfter(seconds int64) { storeMax(&s.maxRA, seconds) }
+
+// storeMax raises m to v when v is larger.
+func storeMax(m *atomic.Int64, v int64) {
 	for {
-		old := s.maxRA.Load()
-		if seconds <= old || s.maxRA.CompareAndSwap(old, seconds) {
+		old := m.Load()
+		if v <= old || m.CompareAndSwap(old, v) {
 			return
 		}
 	}
