@@ -102,12 +102,8 @@ func isCachedRead(info *types.Info, call *ast.CallExpr) bool {
 	if path != clientGoCache {
 		return false
 	}
-	recv := types.Unalias(fn.Signature().Recv().Type())
-	if p, ok := recv.(*types.Pointer); ok {
-		recv = p.Elem()
-	}
-	named, ok := types.Unalias(recv).(*types.Named)
-	if !ok || (named.Obj().Name() != "Store" && named.Obj().Name() != "Indexer") {
+	named := recvNamed(fn)
+	if named == nil || (named.Obj().Name() != "Store" && named.Obj().Name() != "Indexer") {
 		return false
 	}
 	switch fn.Name() {

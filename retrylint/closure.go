@@ -1,6 +1,7 @@
 package retrylint
 
 import (
+	"fmt"
 	"go/ast"
 	"go/token"
 	"go/types"
@@ -59,7 +60,7 @@ func (c *closure) direct(f func(ast.Node)) {
 	})
 }
 
-// collectWrites finds the writes and how their errors are kept.
+// collectWrites finds the writes and which of their errors are discarded.
 func (c *closure) collectWrites() {
 	info := c.pass.TypesInfo
 	asWrite := func(e ast.Expr) (*ast.CallExpr, int) {
@@ -69,20 +70,20 @@ func (c *closure) collectWrites() {
 		}
 		return call, writeObject(info, call)
 	}
-	kept := map[*ast.CallExpr]bool{} // writes whose error is discarded
+	dropped := map[*ast.CallExpr]bool{} // writes whose error is discarded
 	c.direct(func(n ast.Node) {
 		switch s := n.(type) {
 		case *ast.ExprStmt:
 			if call, i := asWrite(s.X); i >= 0 {
-				kept[call] = true
+				dropped[call] = true
 			}
 		case *ast.GoStmt:
 			if _, i := asWrite(s.Call); i >= 0 {
-				kept[s.Call] = true
+				dropped[s.Call] = true
 			}
 		case *ast.DeferStmt:
 			if _, i := asWrite(s.Call); i >= 0 {
-				kept[s.Call] = true
+				dropped[s.Call] = true
 			}
 		case *ast.AssignStmt:
 			if len(s.Rhs) != 1 {
@@ -97,7 +98,7 @@ func (c *closure) collectWrites() {
 				return
 			}
 			if last.Name == "_" {
-				kept[call] = true
+				dropped[call] = true
 				return
 			}
 			if v := identVar(info, last); v != nil {
@@ -112,7 +113,7 @@ func (c *closure) collectWrites() {
 		}
 	})
 	for i := range c.writes {
-		c.writes[i].dropped = kept[c.writes[i].call]
+		c.writes[i].dropped = dropped[c.writes[i].call]
 	}
 }
 
@@ -194,10 +195,11 @@ func (c *closure) assignTo(lhs ast.Expr) {
 	info := c.pass.TypesInfo
 	switch e := ast.Unparen(lhs).(type) {
 	case *ast.Ident:
-		if c.inside(varPos(identVar(info, e))) {
+		v := identVar(info, e)
+		if v != nil && c.inside(v.Pos()) {
 			return // a variable of the closure: its definitions are in defs
 		}
-		c.mark(identVar(info, e))
+		c.mark(v)
 	case *ast.StarExpr:
 		c.mark(rootVar(info, e.X))
 	case *ast.SelectorExpr:
@@ -222,7 +224,7 @@ func (c *closure) inside(pos token.Pos) bool {
 func (c *closure) report(at ast.Node, category, format string, args ...any) {
 	c.pass.Report(analysis.Diagnostic{
 		Pos: at.Pos(), End: at.End(), Category: category,
-		Message: category + ": " + sprintf(format, args...),
+		Message: category + ": " + fmt.Sprintf(format, args...),
 	})
 }
 
@@ -260,13 +262,6 @@ func rootVar(info *types.Info, e ast.Expr) *types.Var {
 			return nil
 		}
 	}
-}
-
-func varPos(v *types.Var) token.Pos {
-	if v == nil {
-		return token.NoPos
-	}
-	return v.Pos()
 }
 
 // readsInto returns the arguments a call of a function of this package

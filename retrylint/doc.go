@@ -1,9 +1,10 @@
 // Package retrylint is a go/analysis analyzer that finds the known
 // mistakes made with a Conflict-retry closure: the function literal given
-// to client-go's retry.RetryOnConflict or retry.OnError (with a predicate
-// that accepts Conflicts), or to this module's RetryOnConflict,
-// RetryOnConflictWithContext, OnError, OnErrorWithContext, OnErrorValue,
-// OnRetryAfterError and OnRetryAfterErrorWithContext.
+// to client-go's retry.RetryOnConflict or this module's RetryOnConflict
+// and RetryOnConflictWithContext; or, with a predicate that accepts
+// Conflicts, to client-go's retry.OnError or this module's OnError,
+// OnErrorWithContext, OnErrorValue, OnRetryAfterError and
+// OnRetryAfterErrorWithContext.
 //
 // Each report starts with its category, which is also the Diagnostic's
 // Category:
@@ -19,8 +20,8 @@
 //     verb other than %w (or through its text), so the loop sees no
 //     Conflict and does not retry.
 //   - dropped-error: a write's error discarded.
-//   - nested-retry: a retry loop, or one of this module's write loops,
-//     called inside the closure: the attempts multiply.
+//   - nested-retry: a retry loop, or a write loop of this module or of its
+//     ctrlretry module, called inside the closure: the attempts multiply.
 //
 // Functions are identified by their package path and name, never by how a
 // file spells its imports. What each rule reports and leaves alone, with a

@@ -47,8 +47,8 @@ func loopArgs(fn *types.Func) (fnIdx, pred int, ok bool) {
 	return 0, 0, false
 }
 
-// isWriteLoop reports whether fn is one of this module's write loops, each
-// a retry loop of its own.
+// isWriteLoop reports whether fn is a write loop of this module or of
+// ctrlretry, each a retry loop of its own.
 func isWriteLoop(fn *types.Func) bool {
 	if fn == nil || fn.Pkg() == nil || fn.Signature().Recv() != nil {
 		return false
@@ -66,13 +66,26 @@ func isWriteLoop(fn *types.Func) bool {
 }
 
 // callee is the function or method a call statically calls, its generic
-// origin for an instantiation; nil for a call of a function value.
+// origin for an instantiation (as typeutil.Callee gives it); nil for a
+// call of a function value.
 func callee(info *types.Info, call *ast.CallExpr) *types.Func {
 	fn, _ := typeutil.Callee(info, call).(*types.Func)
-	if fn == nil {
+	return fn
+}
+
+// recvNamed returns the named type of fn's receiver, its pointer taken
+// off; nil for a function, or a receiver of no named type.
+func recvNamed(fn *types.Func) *types.Named {
+	recv := fn.Signature().Recv()
+	if recv == nil {
 		return nil
 	}
-	return fn.Origin()
+	t := types.Unalias(recv.Type())
+	if p, ok := t.(*types.Pointer); ok {
+		t = types.Unalias(p.Elem())
+	}
+	named, _ := t.(*types.Named)
+	return named
 }
 
 // conflictClosure returns the function literal a call gives a retry loop

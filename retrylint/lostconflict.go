@@ -1,7 +1,6 @@
 package retrylint
 
 import (
-	"fmt"
 	"go/ast"
 	"go/constant"
 	"go/types"
@@ -129,8 +128,6 @@ func formatVerbs(format string) []rune {
 	return verbs
 }
 
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
-
 // calleeName is how a report names a call: the method or function with
 // its receiver's or package's name.
 func calleeName(info *types.Info, call *ast.CallExpr) string {
@@ -138,12 +135,8 @@ func calleeName(info *types.Info, call *ast.CallExpr) string {
 	if fn == nil {
 		return "the call"
 	}
-	if recv := fn.Signature().Recv(); recv != nil {
-		t := types.Unalias(recv.Type())
-		if p, ok := t.(*types.Pointer); ok {
-			t = types.Unalias(p.Elem())
-		}
-		if n, ok := t.(*types.Named); ok {
+	if fn.Signature().Recv() != nil {
+		if n := recvNamed(fn); n != nil {
 			return n.Obj().Name() + "." + fn.Name()
 		}
 		return fn.Name()

@@ -2,8 +2,9 @@ package retrylint
 
 import "go/ast"
 
-// checkNested reports a retry loop, or a write loop of this module, that
-// the closure calls: each of its attempts runs a whole inner loop.
+// checkNested reports a retry loop, or a write loop of this module or of
+// ctrlretry, that the closure calls: each of its attempts runs a whole
+// inner loop.
 func (c *closure) checkNested() {
 	c.direct(func(n ast.Node) {
 		call, ok := n.(*ast.CallExpr)

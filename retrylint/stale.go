@@ -2,6 +2,7 @@ package retrylint
 
 import (
 	"bytes"
+	"fmt"
 	"go/ast"
 	"go/printer"
 	"go/token"
@@ -28,7 +29,7 @@ func (c *closure) checkWrites() {
 		}
 		d := analysis.Diagnostic{
 			Pos: w.call.Pos(), End: w.call.End(), Category: catStale,
-			Message: catStale + ": " + sprintf("%s writes %s, read before the loop and not "+
+			Message: catStale + ": " + fmt.Sprintf("%s writes %s, read before the loop and not "+
 				"read again in the closure: every retry sends the same resourceVersion and "+
 				"meets the same Conflict; read %s again at the top of the closure, or call "+
 				"retry.Update (ctrlretry.CreateOrUpdate with controller-runtime), which reads, "+
